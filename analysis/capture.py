@@ -1,0 +1,261 @@
+"""Per-head capture: context vectors Z, attention A and value-norms, torch backend.
+
+The per-head context vector of head ``h`` at token ``i`` is
+``z_h(i) = Σ_j α_h(i, j) v_h(j)``: the slice of the self-attention output
+*before* the output projection ``W^O``.  Hooks on each layer's self-attention
+module read it (and its input hidden states for the norm analysis); the hooks
+live in a context manager that always removes them.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .errors import DeviceError, HeadsegError
+from .model import LoadedModel
+from .text import Window
+
+Head = tuple[int, int]
+
+
+@dataclass
+class HeadActivations:
+    """Activations of a set of heads for a batch of windows.
+
+    Shapes (B windows, N heads, T = longest window, d = head dim):
+
+    * ``z [B, N, T, d]`` per-head context vectors (float32);
+    * ``attention_mask [B, T]`` True for real tokens, False for padding;
+    * ``attn [B, N, T, T]`` attention probabilities, or None;
+    * ``fnorm [B, N, T]`` ``‖f_h(x_j)‖`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, or None.
+
+    ``acts[layer, head]`` gives ``z[:, n]`` for that head, TransformerLens-style.
+    """
+
+    heads: tuple[Head, ...]
+    z: np.ndarray
+    attention_mask: np.ndarray
+    attn: np.ndarray | None = None
+    fnorm: np.ndarray | None = None
+
+    def index(self, layer: int, head: int) -> int:
+        try:
+            return self.heads.index((int(layer), int(head)))
+        except ValueError:
+            raise HeadsegError(f"head L{layer}H{head} was not captured") from None
+
+    def __getitem__(self, key: Head) -> np.ndarray:
+        return self.z[:, self.index(*key)]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return self.attention_mask.sum(axis=1)
+
+    def window(self, b: int) -> "HeadActivations":
+        """The unpadded activations of window ``b`` (batch axis of size 1 kept)."""
+        t = int(self.lengths[b])
+        return HeadActivations(
+            heads=self.heads,
+            z=self.z[b : b + 1, :, :t],
+            attention_mask=self.attention_mask[b : b + 1, :t],
+            attn=None if self.attn is None else self.attn[b : b + 1, :, :t, :t],
+            fnorm=None if self.fnorm is None else self.fnorm[b : b + 1, :, :t],
+        )
+
+    def grid(self, b: int, num_layers: int, num_heads: int) -> np.ndarray:
+        """``z`` of window ``b`` as ``[layer, head, token, dim]`` (all heads must be captured)."""
+        want = [(l, h) for l in range(num_layers) for h in range(num_heads)]
+        if list(self.heads) != want:
+            raise HeadsegError("grid() needs every head of every layer to be captured")
+        t = int(self.lengths[b])
+        return self.z[b, :, :t].reshape(num_layers, num_heads, t, -1)
+
+
+def all_heads(num_layers: int, num_heads: int) -> tuple[Head, ...]:
+    return tuple((l, h) for l in range(num_layers) for h in range(num_heads))
+
+
+def normalise_heads(heads: Iterable[Sequence[int]] | None, num_layers: int, num_heads: int) -> tuple[Head, ...]:
+    """Validate and sort a head selection; ``None`` means every head."""
+    if heads is None:
+        return all_heads(num_layers, num_heads)
+    out = set()
+    for item in heads:
+        if len(item) != 2:
+            raise HeadsegError(f"a head is (layer, head); got {item!r}")
+        l, h = int(item[0]), int(item[1])
+        if not (0 <= l < num_layers and 0 <= h < num_heads):
+            raise HeadsegError(f"head L{l}H{h} does not exist in a {num_layers}x{num_heads} model")
+        out.add((l, h))
+    if not out:
+        raise HeadsegError("empty head selection")
+    return tuple(sorted(out))
+
+
+def pad_batch(windows: Sequence[Window], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``input_ids [B, T]`` padded with ``pad_id`` and ``mask [B, T]``."""
+    t = max(len(w) for w in windows)
+    ids = np.full((len(windows), t), pad_id, dtype=np.int64)
+    mask = np.zeros((len(windows), t), dtype=bool)
+    for i, w in enumerate(windows):
+        ids[i, : len(w)] = w.input_ids
+        mask[i, : len(w)] = True
+    return ids, mask
+
+
+class _StopForward(Exception):
+    """Raised by a hook once the deepest needed layer has run."""
+
+
+@contextmanager
+def attention_hooks(loaded: LoadedModel, layers: Iterable[int], store: dict, stop_after: int | None = None) -> Iterator[None]:
+    """Attach forward hooks on the self-attention of ``layers``; always removed.
+
+    For each hooked layer ``l`` the hook writes ``store[l] = (x, context, probs)``:
+    the layer input ``x [B, T, hidden]``, the concatenated context ``[B, T, H*d]``
+    and the attention probabilities ``[B, H, T, T]``.  If ``stop_after`` is given,
+    the forward pass is aborted right after that layer (callers catch
+    :class:`_StopForward`), since nothing above it can change its outputs.
+    """
+    handles = []
+
+    def make_hook(layer_idx: int):
+        def hook(module, args, kwargs, output):
+            x = args[0] if args else kwargs["hidden_states"]
+            probs = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            store[layer_idx] = (x.detach(), output[0].detach(), None if probs is None else probs.detach())
+            if stop_after is not None and layer_idx == stop_after:
+                raise _StopForward()
+
+        return hook
+
+    try:
+        for l in sorted(set(layers)):
+            handles.append(loaded.layers[l].attention.self.register_forward_hook(make_hook(l), with_kwargs=True))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def resolve_torch_device(device: str | None) -> str:
+    import torch
+
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise DeviceError("--device cuda was asked for, but torch sees no CUDA GPU")
+    if device not in ("cpu", "cuda"):
+        raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
+    return device
+
+
+class TorchBackend:
+    """Runs the encoder with PyTorch and returns :class:`HeadActivations`."""
+
+    name = "torch"
+
+    def __init__(self, loaded: LoadedModel, device: str | None = "cpu"):
+        import torch
+
+        self.loaded = loaded
+        self.device = resolve_torch_device(device)
+        self.model = loaded.model.to(self.device)
+        self._torch = torch
+
+    @property
+    def info(self):
+        return self.loaded.info
+
+    def capture(
+        self,
+        windows: Sequence[Window],
+        heads: Iterable[Sequence[int]] | None = None,
+        attention: bool = True,
+        norms: bool = False,
+    ) -> HeadActivations:
+        """Run one batch of windows and capture the selected heads.
+
+        Padding is honoured: padded keys get zero attention, so the unpadded
+        part of every output is what the window alone would give.
+        """
+        if not windows:
+            raise HeadsegError("capture() needs at least one window")
+        torch = self._torch
+        info = self.loaded.info
+        sel = normalise_heads(heads, info.num_layers, info.num_heads)
+        layers = sorted({l for l, _ in sel})
+        pad_id = self.loaded.tokenizer.pad_token_id
+        ids, mask = pad_batch(windows, 0 if pad_id is None else pad_id)
+        store: dict = {}
+        with torch.inference_mode(), attention_hooks(self.loaded, layers, store, stop_after=layers[-1]):
+            try:
+                self.model(
+                    input_ids=torch.from_numpy(ids).to(self.device),
+                    attention_mask=torch.from_numpy(mask.astype(np.int64)).to(self.device),
+                    output_attentions=True,
+                )
+            except _StopForward:
+                pass
+        B, T = ids.shape
+        H, d = info.num_heads, info.head_dim
+        z = np.empty((B, len(sel), T, d), dtype=np.float32)
+        attn = np.empty((B, len(sel), T, T), dtype=np.float32) if attention else None
+        fnorm = np.empty((B, len(sel), T), dtype=np.float32) if norms else None
+        by_layer: dict[int, list[tuple[int, int]]] = {}
+        for n, (l, h) in enumerate(sel):
+            by_layer.setdefault(l, []).append((n, h))
+        for l, items in by_layer.items():
+            x, ctx, probs = store[l]
+            ctx = ctx.view(B, T, H, d).permute(0, 2, 1, 3)  # [B, H, T, d]
+            hs = [h for _, h in items]
+            idx = [n for n, _ in items]
+            z[:, idx] = ctx[:, hs].float().cpu().numpy()
+            if attention:
+                if probs is None:
+                    raise HeadsegError("the model did not return attention probabilities (eager attention needed)")
+                attn[:, idx] = probs[:, hs].float().cpu().numpy()
+            if norms:
+                fnorm[:, idx] = self._value_norms(l, x)[:, hs].float().cpu().numpy()
+        # Padded query rows carry garbage from the model; zero them so that
+        # nothing downstream can pick them up by accident.
+        z *= mask[:, None, :, None]
+        return HeadActivations(heads=sel, z=z, attention_mask=mask, attn=attn, fnorm=fnorm)
+
+    def _value_norms(self, layer: int, x):
+        """``‖f_h(x_j)‖ [B, H, T]`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``."""
+        with self._torch.inference_mode():
+            return self._value_norms_inner(layer, x)
+
+    def _value_norms_inner(self, layer: int, x):
+        att = self.loaded.layers[layer].attention
+        info = self.loaded.info
+        H, d = info.num_heads, info.head_dim
+        B, T, _ = x.shape
+        v = att.self.value(x).view(B, T, H, d)
+        wo = att.output.dense.weight.view(-1, H, d)  # [hidden_out, H, d]
+        f = self._torch.einsum("bthd,ohd->bhto", v, wo)
+        return f.norm(dim=-1)
+
+    def value_transformed(self, layer: int, x) -> np.ndarray:
+        """``f_h(x_j) [B, H, T, hidden]`` for layer input ``x`` (used by tests and the norm study)."""
+        att = self.loaded.layers[layer].attention
+        info = self.loaded.info
+        B, T, _ = x.shape
+        with self._torch.inference_mode():
+            v = att.self.value(x).view(B, T, info.num_heads, info.head_dim)
+            wo = att.output.dense.weight.view(-1, info.num_heads, info.head_dim)
+            return self._torch.einsum("bthd,ohd->bhto", v, wo).cpu().numpy()
+
+
+def iter_batches(windows: Sequence[Window], batch_size: int) -> Iterator[list[Window]]:
+    """Batches of windows sorted by length (less padding), in stable order."""
+    if batch_size < 1:
+        raise HeadsegError("batch size must be at least 1")
+    order = sorted(range(len(windows)), key=lambda i: (len(windows[i]), i))
+    for s in range(0, len(order), batch_size):
+        yield [windows[i] for i in order[s : s + batch_size]]

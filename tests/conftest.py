@@ -1,0 +1,67 @@
+"""Shared fixtures: the embedded model (loaded once) and tiny random BERT/RoBERTa models."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+SAMPLE = (
+    "The committee met on Monday. It approved the budget, after a long debate! "
+    "Rain fell all night; the river rose quickly. Farmers moved their cattle to higher ground."
+)
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    from analysis import load_model
+
+    return load_model(None)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(embedded):
+    return embedded.tokenizer
+
+
+def _tiny(kind: str, tokenizer, seed: int = 0):
+    import torch
+    from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    from analysis import wrap_model
+
+    torch.manual_seed(seed)
+    common = dict(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=160,
+        attn_implementation="eager",
+    )
+    if kind == "bert":
+        model = BertModel(BertConfig(**common), add_pooling_layer=False)
+    else:
+        # pad_token_id matches the BERT tokenizer used for ids, so RoBERTa's
+        # position ids (computed from padding) treat padding correctly.
+        model = RobertaModel(RobertaConfig(pad_token_id=tokenizer.pad_token_id, **common), add_pooling_layer=False)
+    return wrap_model(model, tokenizer, name=f"tiny-{kind}")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tokenizer):
+    return _tiny("bert", tokenizer)
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tokenizer):
+    return _tiny("roberta", tokenizer)
+
+
+@pytest.fixture
+def sample_text():
+    return SAMPLE

@@ -1,0 +1,1 @@
+"""headseg.tui — a Textual app to inspect head matrices and segment boundaries."""
