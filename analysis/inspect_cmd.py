@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 
@@ -86,11 +87,14 @@ def summarise(s: np.ndarray, window, k: int) -> dict:
 
 
 def _looks_like_file(arg: str) -> bool:
-    return arg == "-" or os.path.exists(arg)
+    """A path, existing or not: a missing file must be an error, not a one-word text."""
+    if arg == "-" or os.path.exists(arg):
+        return True
+    return not any(c.isspace() for c in arg) and ("/" in arg or os.sep in arg or re.search(r"\.[A-Za-z]\w{0,4}$", arg) is not None)
 
 
 def run(args) -> int:
-    if args.input == "-" or _looks_like_file(args.input):
+    if _looks_like_file(args.input):
         text = read_text(args.input, encoding=args.encoding, max_bytes=args.max_bytes)
     else:
         text = args.input

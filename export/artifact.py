@@ -1,0 +1,151 @@
+"""Exported artifacts on disk: the directory layout, the manifest, the cache.
+
+An artifact is a directory holding ``model.onnx`` and ``manifest.json``.  The
+manifest is written last, so a directory without one is an interrupted export,
+never a usable artifact.
+
+The cache lives in ``$HEADSEG_CACHE`` (default ``~/.cache/headseg``), under
+``onnx/<model fingerprint>-<profile hash>-<precision>/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.errors import ArtifactError
+
+MANIFEST_NAME = "manifest.json"
+GRAPH_NAME = "model.onnx"
+MANIFEST_VERSION = 1
+PRECISIONS = ("fp32", "fp16", "int8")
+
+
+def cache_root() -> Path:
+    """``$HEADSEG_CACHE`` if set, else ``~/.cache/headseg``."""
+    env = os.environ.get("HEADSEG_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "headseg"
+
+
+def cache_dir(fingerprint: str, profile_hash: str, precision: str) -> Path:
+    """Where the cached artifact of one model, profile and precision lives."""
+    if precision not in PRECISIONS:
+        raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
+    return cache_root() / "onnx" / f"{fingerprint}-{profile_hash}-{precision}"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class Manifest:
+    """What an artifact was made from and how well it matched torch at export time."""
+
+    model_name: str
+    model_fingerprint: str
+    profile_hash: str
+    heads: list[tuple[int, int]]
+    precision: str
+    opset: int
+    outputs: list[str]
+    truncated: bool
+    layers_exported: int
+    num_layers: int
+    head_dim: int
+    graph_sha256: str
+    graph_bytes: int
+    versions: dict = field(default_factory=dict)
+    parity: dict = field(default_factory=dict)
+    version: int = MANIFEST_VERSION
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["heads"] = [[l, h] for l, h in self.heads]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict, source: str) -> "Manifest":
+        try:
+            version = int(d.get("version", MANIFEST_VERSION))
+            if version > MANIFEST_VERSION:
+                raise ArtifactError(f"{source}: manifest version {version} is newer than this headseg supports")
+            m = cls(
+                model_name=str(d["model_name"]),
+                model_fingerprint=str(d["model_fingerprint"]),
+                profile_hash=str(d["profile_hash"]),
+                heads=[(int(l), int(h)) for l, h in d["heads"]],
+                precision=str(d["precision"]),
+                opset=int(d["opset"]),
+                outputs=[str(o) for o in d["outputs"]],
+                truncated=bool(d["truncated"]),
+                layers_exported=int(d["layers_exported"]),
+                num_layers=int(d["num_layers"]),
+                head_dim=int(d["head_dim"]),
+                graph_sha256=str(d["graph_sha256"]),
+                graph_bytes=int(d["graph_bytes"]),
+                versions=dict(d.get("versions", {})),
+                parity=dict(d.get("parity", {})),
+                version=version,
+            )
+        except ArtifactError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ArtifactError(f"{source}: not a valid artifact manifest ({type(exc).__name__}: {exc})") from None
+        if m.precision not in PRECISIONS:
+            raise ArtifactError(f"{source}: unknown precision '{m.precision}' in manifest")
+        if not m.heads or "head_z" not in m.outputs:
+            raise ArtifactError(f"{source}: manifest lists no heads or no head_z output")
+        return m
+
+
+def read_manifest(artifact_dir: str | os.PathLike) -> Manifest:
+    """Read and validate ``manifest.json`` of an artifact directory (not the graph itself)."""
+    d = Path(artifact_dir)
+    if not d.exists():
+        raise ArtifactError(f"{d}: no such artifact directory; run `headseg export` to make one")
+    if not d.is_dir():
+        raise ArtifactError(f"{d}: not a directory (an artifact is a directory with model.onnx and manifest.json)")
+    mpath = d / MANIFEST_NAME
+    if not mpath.is_file():
+        raise ArtifactError(f"{d}: no {MANIFEST_NAME} (not an artifact, or an interrupted export); run `headseg export` again")
+    try:
+        raw = json.loads(mpath.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ArtifactError(f"{mpath}: unreadable manifest ({type(exc).__name__})") from None
+    if not isinstance(raw, dict):
+        raise ArtifactError(f"{mpath}: not a valid artifact manifest (expected a JSON object)")
+    return Manifest.from_dict(raw, str(mpath))
+
+
+def check_graph_file(artifact_dir: str | os.PathLike, manifest: Manifest) -> Path:
+    """The graph path, after checking that it exists and is the file the manifest describes."""
+    g = Path(artifact_dir) / GRAPH_NAME
+    if not g.is_file():
+        raise ArtifactError(f"{g}: missing ONNX graph; run `headseg export` again")
+    size = g.stat().st_size
+    # Size first: a truncated copy is caught without hashing the whole file.
+    if size != manifest.graph_bytes or file_sha256(g) != manifest.graph_sha256:
+        raise ArtifactError(f"{g}: corrupt ONNX graph (checksum does not match the manifest); run `headseg export` again")
+    return g
+
+
+def check_matches(manifest: Manifest, fingerprint: str, profile_hash: str | None, source: str) -> None:
+    """Refuse an artifact made for another model or another head profile."""
+    if manifest.model_fingerprint != fingerprint:
+        raise ArtifactError(
+            f"{source}: artifact was exported from model {manifest.model_name} ({manifest.model_fingerprint}), "
+            f"not from the loaded model ({fingerprint}); run `headseg export` for this model"
+        )
+    if profile_hash is not None and manifest.profile_hash != profile_hash:
+        raise ArtifactError(
+            f"{source}: artifact was exported for head profile {manifest.profile_hash}, "
+            f"not for the profile in use ({profile_hash}); run `headseg export --profile ...` again"
+        )

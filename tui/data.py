@@ -1,0 +1,406 @@
+"""The TUI's data layer: documents, windows and per-window head matrices.
+
+Nothing here imports Textual, so tests can compare what the app shows with an
+independent call of the analysis API, and the widgets only ever receive plain
+numpy arrays.
+
+A *source* turns windows into per-head activations.  Two exist:
+:class:`ModelSource` runs the encoder (``TorchBackend.capture``) and
+:class:`PrecomputedSource` replays arrays saved in an ``.npz`` file (used by the
+snapshot tests, so their output never depends on floating-point details of a
+torch build).  :class:`DocumentModel` puts a source behind a small thread-safe
+LRU cache: matrices are computed the first time a window is shown.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from analysis.errors import HeadsegError, InputError
+from analysis.io import atomic_save_npz, decode_text, read_text
+from analysis.norms import norm_weighted_attention
+from analysis.similarity import context_similarity
+from analysis.text import Window, make_windows, split_sentences, tokenize
+
+#: Matrix kinds the matrix pane cycles through with ``a``.
+KINDS = ("similarity", "attention", "norm", "sentences")
+KIND_LABELS = {
+    "similarity": "context similarity S = Z·Zᵀ",
+    "attention": "attention α",
+    "norm": "norm-weighted attention ‖α f(x)‖",
+    "sentences": "S with sentence-block overlay",
+}
+
+#: Files above this size are only read from the start (the rest is never shown).
+DEFAULT_HEAD_BYTES = 1_000_000
+DEFAULT_MAX_WINDOWS = 200
+
+
+@dataclass
+class WindowMatrices:
+    """Every head of one window.
+
+    ``z [L, H, T, d]`` context vectors, ``attn [L, H, T, T]`` attention
+    probabilities, ``fnorm [L, H, T]`` value norms ``‖f_h(x_j)‖``.  ``s`` and
+    ``norm_attn`` (both ``[L, H, T, T]``) are derived on first use.
+    """
+
+    z: np.ndarray
+    attn: np.ndarray
+    fnorm: np.ndarray
+    _s: np.ndarray | None = field(default=None, repr=False)
+    _norm: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def s(self) -> np.ndarray:
+        if self._s is None:
+            self._s = context_similarity(self.z)
+        return self._s
+
+    @property
+    def norm_attn(self) -> np.ndarray:
+        if self._norm is None:
+            self._norm = norm_weighted_attention(self.attn, self.fnorm)
+        return self._norm
+
+    def matrix(self, layer: int, head: int, kind: str) -> np.ndarray:
+        """The ``[T, T]`` matrix of one head; ``sentences`` shows S (the overlay is drawn on top)."""
+        if kind in ("similarity", "sentences"):
+            return self.s[layer, head]
+        if kind == "attention":
+            return self.attn[layer, head]
+        if kind == "norm":
+            return self.norm_attn[layer, head]
+        raise HeadsegError(f"unknown matrix kind '{kind}' (one of {', '.join(KINDS)})")
+
+
+class ModelSource:
+    """Computes :class:`WindowMatrices` with the encoder (all heads, attention and norms)."""
+
+    def __init__(self, loaded, device: str | None = "cpu"):
+        self.loaded = loaded
+        self.device = device
+        self._backend = None
+        # One forward pass at a time: the hooks store per-call state on the model.
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.loaded.info.name
+
+    @property
+    def num_layers(self) -> int:
+        return self.loaded.info.num_layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.loaded.info.num_heads
+
+    @property
+    def fingerprint(self) -> str:
+        return self.loaded.info.fingerprint
+
+    @property
+    def tokenizer(self):
+        return self.loaded.tokenizer
+
+    def compute(self, window: Window) -> WindowMatrices:
+        from analysis.capture import TorchBackend
+
+        with self._lock:
+            if self._backend is None:
+                self._backend = TorchBackend(self.loaded, device=self.device)
+            acts = self._backend.capture([window], heads=None, attention=True, norms=True)
+        L, H, t = self.num_layers, self.num_heads, len(window)
+        return WindowMatrices(
+            z=acts.z[0].reshape(L, H, t, -1),
+            attn=acts.attn[0].reshape(L, H, t, t),
+            fnorm=acts.fnorm[0].reshape(L, H, t),
+        )
+
+
+class PrecomputedSource:
+    """Replays saved windows and activations (see :func:`save_precomputed`)."""
+
+    def __init__(self, name: str, num_layers: int, num_heads: int, fingerprint: str, matrices: list[WindowMatrices]):
+        self.name = name
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.fingerprint = fingerprint
+        self._matrices = matrices
+        self.tokenizer = None
+
+    def compute(self, window: Window) -> WindowMatrices:
+        m = self._matrices[window.index]
+        # A fresh object, so derived caches never leak between documents.
+        return WindowMatrices(z=m.z, attn=m.attn, fnorm=m.fnorm)
+
+
+def save_precomputed(path: str | os.PathLike, doc: "DocumentModel") -> None:
+    """Save a document's text, windows and all activations to ``.npz`` (compressed, atomic)."""
+    arrays: dict[str, np.ndarray] = {
+        "text": np.asarray(doc.text),
+        "name": np.asarray(doc.source.name),
+        "fingerprint": np.asarray(doc.source.fingerprint),
+        "shape": np.asarray([doc.source.num_layers, doc.source.num_heads, len(doc.windows)], np.int64),
+        "total_windows": np.asarray(doc.total_windows, np.int64),
+        "note": np.asarray(doc.note),
+    }
+    for w in doc.windows:
+        m = doc.matrices(w.index)
+        p = f"w{w.index}_"
+        arrays[p + "input_ids"] = w.input_ids
+        arrays[p + "offsets"] = w.offsets
+        arrays[p + "special"] = w.special
+        arrays[p + "sentence_ids"] = w.sentence_ids
+        arrays[p + "tokens"] = np.asarray(w.tokens)
+        arrays[p + "pos"] = np.asarray([w.doc_start, w.start_char, w.end_char], np.int64)
+        arrays[p + "z"] = m.z.astype(np.float32)
+        arrays[p + "attn"] = m.attn.astype(np.float32)
+        arrays[p + "fnorm"] = m.fnorm.astype(np.float32)
+    atomic_save_npz(path, **arrays)
+
+
+def load_precomputed(path: str | os.PathLike) -> "DocumentModel":
+    """Load a document saved by :func:`save_precomputed`."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such precomputed document")
+    try:
+        with np.load(p, allow_pickle=False) as f:
+            L, H, n = (int(x) for x in f["shape"])
+            windows, matrices = [], []
+            for i in range(n):
+                k = f"w{i}_"
+                pos = f[k + "pos"]
+                windows.append(
+                    Window(
+                        index=i,
+                        input_ids=f[k + "input_ids"],
+                        offsets=f[k + "offsets"],
+                        special=f[k + "special"].astype(bool),
+                        sentence_ids=f[k + "sentence_ids"],
+                        tokens=[str(t) for t in f[k + "tokens"]],
+                        doc_start=int(pos[0]),
+                        start_char=int(pos[1]),
+                        end_char=int(pos[2]),
+                    )
+                )
+                matrices.append(WindowMatrices(z=f[k + "z"], attn=f[k + "attn"], fnorm=f[k + "fnorm"]))
+            text = str(f["text"])
+            source = PrecomputedSource(str(f["name"]), L, H, str(f["fingerprint"]), matrices)
+            return DocumentModel(text, windows, source, total_windows=int(f["total_windows"]), note=str(f["note"]))
+    except HeadsegError:
+        raise
+    except (OSError, KeyError, ValueError) as exc:
+        raise InputError(f"{path}: not a headseg TUI document ({type(exc).__name__}: {exc})") from None
+
+
+class DocumentModel:
+    """A document cut into windows, with per-window matrices computed lazily and cached.
+
+    ``windows`` may be only the first windows of the document (``total_windows``
+    counts them all); ``note`` says so in words.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        windows: list[Window],
+        source,
+        total_windows: int | None = None,
+        note: str = "",
+        cache_size: int = 8,
+    ):
+        if not windows:
+            raise InputError("the text has no tokens to show")
+        self.text = text
+        self.windows = list(windows)
+        self.source = source
+        self.total_windows = int(total_windows if total_windows is not None else len(windows))
+        self.note = note
+        self.cache_size = max(1, int(cache_size))
+        self._cache: OrderedDict[int, WindowMatrices] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_text(
+        cls,
+        text: str,
+        source,
+        max_tokens: int = 128,
+        max_windows: int = DEFAULT_MAX_WINDOWS,
+        note: str = "",
+        cache_size: int = 8,
+    ) -> "DocumentModel":
+        """Tokenize ``text`` with the source's tokenizer and keep the first ``max_windows`` windows."""
+        if not text.strip():
+            raise InputError("empty text (nothing but whitespace)")
+        if max_windows < 1:
+            raise InputError(f"max_windows must be at least 1 (got {max_windows})")
+        windows = make_windows(tokenize(text, source.tokenizer), source.tokenizer, max_tokens=max_tokens)
+        total = len(windows)
+        notes = [note] if note else []
+        if total > max_windows:
+            windows = windows[:max_windows]
+            notes.append(f"showing the first {max_windows} of {total} windows")
+        return cls(text, windows, source, total_windows=total, note="; ".join(notes), cache_size=cache_size)
+
+    @property
+    def num_layers(self) -> int:
+        return self.source.num_layers
+
+    @property
+    def num_heads(self) -> int:
+        return self.source.num_heads
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def window(self, i: int) -> Window:
+        if not 0 <= i < len(self.windows):
+            raise InputError(f"window {i} is out of range (0..{len(self.windows) - 1})")
+        return self.windows[i]
+
+    def is_cached(self, i: int) -> bool:
+        with self._lock:
+            return i in self._cache
+
+    def matrices(self, i: int) -> WindowMatrices:
+        """All heads of window ``i``, computed on first use (thread-safe)."""
+        with self._lock:
+            if i in self._cache:
+                self._cache.move_to_end(i)
+                return self._cache[i]
+        m = self.source.compute(self.window(i))
+        with self._lock:
+            self._cache[i] = m
+            self._cache.move_to_end(i)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return m
+
+    def matrix(self, i: int, layer: int, head: int, kind: str) -> np.ndarray:
+        """``[T, T]`` matrix of window ``i``, one head, one kind."""
+        if not (0 <= layer < self.num_layers and 0 <= head < self.num_heads):
+            raise InputError(f"head L{layer}H{head} does not exist ({self.num_layers}x{self.num_heads} model)")
+        return self.matrices(i).matrix(layer, head, kind)
+
+
+def spans_to_token_ids(window: Window, spans: list[tuple[int, int]]) -> np.ndarray:
+    """Index of the span holding each token of ``window`` (``[T]``, -1 for special tokens).
+
+    Used for the sentence-block overlay, so blocks follow the units the document
+    pane shows (segmenter units, or sentences when there is no segmenter).
+    """
+    if not spans:
+        return np.where(window.special, -1, 0).astype(np.int64)
+    starts = np.asarray([s for s, _ in spans], dtype=np.int64)
+    ids = np.searchsorted(starts, window.offsets[:, 0], side="right") - 1
+    return np.where(window.special, -1, ids).astype(np.int64)
+
+
+def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES, encoding: str = "utf-8") -> tuple[str, str]:
+    """Read a text file for display: ``(text, note)``.
+
+    Files larger than ``head_bytes`` are read only from the start (cut at a line
+    break when there is one, and never inside a UTF-8 sequence) and ``note``
+    says so.  Empty, binary and undecodable files raise :class:`InputError`.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file")
+    if p.is_dir():
+        raise InputError(f"{path}: is a directory, not a file")
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if size <= head_bytes:
+        return read_text(p, encoding=encoding, max_bytes=max(head_bytes, 1)), ""
+    try:
+        with open(p, "rb") as fh:
+            data = fh.read(head_bytes)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    cut = data.rfind(b"\n")
+    if cut > len(data) // 2:
+        data = data[: cut + 1]
+    elif encoding.lower().replace("-", "") == "utf8":
+        # Drop a multi-byte character cut in half by the byte limit.
+        k = len(data)
+        while k > 0 and len(data) - k < 4 and (data[k - 1] & 0xC0) == 0x80:
+            k -= 1
+        if k > 0 and data[k - 1] >= 0xC0:
+            data = data[: k - 1]
+    text = decode_text(data, str(path), encoding)
+    if not text.strip():
+        raise InputError(f"{path}: empty input (nothing but whitespace at the start of a {size:,}-byte file)")
+    return text, f"{size:,}-byte file: showing its first {len(data):,} bytes"
+
+
+@dataclass
+class Segmentation:
+    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans."""
+
+    units: list[tuple[int, int]]
+    topics: list[tuple[int, int]]
+    topic_scores: list[float] = field(default_factory=list)
+    source: str = "sentences"
+
+
+def sentence_segmentation(text: str) -> Segmentation:
+    """The fallback: sentences from :func:`analysis.text.split_sentences`, no topics."""
+    return Segmentation(units=split_sentences(text), topics=[], source="sentences")
+
+
+class AutoSegmenter:
+    """Units and topics from ``segmenter.api.Segmenter`` when it exists and works.
+
+    Returns ``(Segmentation, warning)``; on any failure the warning explains it
+    and the segmentation falls back to sentences, because the TUI must keep
+    working without the segmenter.
+    """
+
+    def __init__(self, model=None, profile=None):
+        self.model = model
+        self.profile = profile
+
+    def __call__(self, text: str) -> tuple[Segmentation, str]:
+        try:
+            from segmenter.api import Segmenter
+        except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
+            return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
+        try:
+            seg = self._make(Segmenter)
+            units = seg.segment(text, level="unit")
+            topics = seg.segment(text, level="topic")
+            return (
+                Segmentation(
+                    units=[(s.start, s.end) for s in units],
+                    topics=[(s.start, s.end) for s in topics],
+                    topic_scores=[float(s.score) for s in topics],
+                    source="segmenter",
+                ),
+                "",
+            )
+        except Exception as exc:  # noqa: BLE001 - the segmenter is optional; never crash the app
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return sentence_segmentation(text), f"segmenter failed ({msg}); showing sentences"
+
+    def _make(self, cls):
+        kwargs = {}
+        if self.model is not None:
+            kwargs["model"] = self.model
+        if self.profile is not None:
+            kwargs["profile"] = self.profile
+        try:
+            return cls(**kwargs)
+        except TypeError:
+            return cls()

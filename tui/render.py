@@ -1,0 +1,108 @@
+"""Pure rendering helpers: the document excerpt as Rich text, and PNG export."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+from rich.text import Text
+
+from analysis.io import atomic_write_bytes
+
+UNIT_STYLES = ("#d8d8d8", "#8ab4f8")
+WINDOW_BG = "on #26304a"
+ROW_STYLE = "bold black on #ffd75f"
+COL_STYLE = "bold black on #5fd7ff"
+TOPIC_STYLE = "bold #ff8787"
+
+
+def _snap_left(spans: list[tuple[int, int]], pos: int) -> int:
+    """Start of the span containing ``pos`` (so excerpts begin at a unit start)."""
+    for s, e in spans:
+        if s <= pos < e:
+            return s
+    return pos
+
+
+def _snap_right(spans: list[tuple[int, int]], pos: int) -> int:
+    for s, e in spans:
+        if s < pos <= e:
+            return e
+    return pos
+
+
+def document_excerpt(
+    text: str,
+    window_span: tuple[int, int],
+    units: list[tuple[int, int]],
+    topics: list[tuple[int, int]],
+    cursor_spans: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
+    context: int = 160,
+) -> tuple[Text, tuple[int, int]]:
+    """The text around ``window_span`` with units, topic starts, window and cursor tokens marked.
+
+    Units alternate two colours; a topic that starts inside the excerpt gets a
+    ``── topic k ──`` line before it; the window has a background; the two
+    tokens under the matrix cursor are highlighted (row yellow, column cyan).
+    Returns the Rich text and the ``(start, end)`` characters it covers.
+    """
+    n = len(text)
+    w0, w1 = window_span
+    a = _snap_left(units, max(0, w0 - context))
+    b = _snap_right(units, min(n, w1 + context))
+    topic_starts = {s: k for k, (s, _) in enumerate(topics)}
+    spans = [sp for sp in cursor_spans if sp is not None and sp[1] > sp[0]]
+    cuts = {a, b, w0, w1, *[s for s, _ in units], *topic_starts, *[x for sp in spans for x in sp]}
+    cuts = sorted(c for c in cuts if a <= c <= b)
+    unit_starts = np.asarray([s for s, _ in units] or [0], dtype=np.int64)
+    row_span, col_span = cursor_spans
+    out = Text(no_wrap=False)
+    if a > 0:
+        out.append("… ", style="dim")
+    for lo, hi in zip(cuts, cuts[1:]):
+        k = topic_starts.get(lo)
+        if k is not None and (lo > a or k > 0):
+            if out.plain and not out.plain.endswith("\n"):
+                out.append("\n")
+            out.append(f"── topic {k + 1} ──\n", style=TOPIC_STYLE)
+        u = int(np.searchsorted(unit_starts, lo, side="right") - 1)
+        style = UNIT_STYLES[u % 2]
+        if w0 <= lo < w1:
+            style = f"{style} {WINDOW_BG}"
+        if row_span is not None and row_span[0] <= lo < row_span[1]:
+            style = ROW_STYLE
+        elif col_span is not None and col_span[0] <= lo < col_span[1]:
+            style = COL_STYLE
+        out.append(text[lo:hi], style=style)
+    if b < n:
+        out.append(" …", style="dim")
+    return out, (a, b)
+
+
+def export_png(matrix: np.ndarray, tokens: list[str], title: str, path: str | os.PathLike, label: str = "") -> None:
+    """Save ``matrix [T, T]`` as a PNG heatmap with token tick labels (atomic)."""
+    import matplotlib
+
+    matrix = np.asarray(matrix, dtype=np.float64)
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    t = matrix.shape[0]
+    size = min(max(4.0, t * 0.12), 16.0)
+    fig = Figure(figsize=(size + 1.5, size))
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(matrix, cmap="viridis", interpolation="nearest")
+    step = max(1, int(np.ceil(t / 64)))
+    ticks = list(range(0, t, step))
+    ax.set_xticks(ticks)
+    ax.set_yticks(ticks)
+    fs = 6 if t > 32 else 8
+    ax.set_xticklabels([tokens[i] for i in ticks], rotation=90, fontsize=fs)
+    ax.set_yticklabels([tokens[i] for i in ticks], fontsize=fs)
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=label)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(path, buf.getvalue())

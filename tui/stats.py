@@ -1,0 +1,179 @@
+"""Per-head statistics for the layer × head grid: ``{stat name: [L, H] array}``.
+
+Two origins: a study report (``headseg study``'s ``report.json``, whose schema is
+read loosely, see :func:`load_report_stats`), or the current document itself
+(:func:`document_statistics`), so the grid is never empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from analysis.errors import InputError
+
+#: Display names of the statistics computed from the document, in grid order.
+DOC_STATS = ("separator focus", "within-sentence share", "repetition", "mean distance")
+
+
+def _strip(tok: str) -> str:
+    for p in ("##", "Ġ", "▁"):
+        if tok.startswith(p):
+            tok = tok[len(p) :]
+    return tok.lower()
+
+
+def top_pairs_per_head(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices ``(i, j)`` (each ``[N, k]``, ``i < j``) of the ``k`` largest entries above the diagonal.
+
+    ``s [N, n, n]``.  Ties are broken by position (a stable sort), the same
+    order as :func:`analysis.inspect_cmd.top_pairs`.
+    """
+    n = s.shape[-1]
+    iu, ju = np.triu_indices(n, k=1)
+    vals = s[:, iu, ju]
+    order = np.argsort(-vals, axis=-1, kind="stable")[:, :k]
+    return iu[order], ju[order]
+
+
+def window_statistics(window, m, k: int = 10) -> dict[str, np.ndarray]:
+    """Statistics of one window, each ``[L, H]``.
+
+    * separator focus: attention paid by content tokens to special tokens
+      ([CLS]/[SEP]), averaged over content query tokens;
+    * within-sentence share, repetition, mean distance: over the ``k`` most
+      similar pairs of content tokens (context similarity S), the share in the
+      same sentence, the share of identical tokens, and the mean distance in
+      tokens.
+    """
+    L, H = m.attn.shape[:2]
+    content = window.content
+    special = np.asarray(window.special, bool)
+    attn = m.attn.reshape(L * H, *m.attn.shape[2:])
+    sep = attn[:, content][:, :, special].sum(axis=-1).mean(axis=-1) if content.size else np.zeros(L * H)
+    out = {"separator focus": sep.reshape(L, H)}
+    n = content.size
+    if n < 2:
+        for name in DOC_STATS[1:]:
+            out[name] = np.zeros((L, H))
+        return out
+    s = m.s.reshape(L * H, *m.s.shape[2:])[:, content][:, :, content]
+    i, j = top_pairs_per_head(s, min(k, n * (n - 1) // 2))
+    sent = np.asarray(window.sentence_ids)[content]
+    toks = np.asarray([_strip(window.tokens[c]) for c in content])
+    out["within-sentence share"] = (sent[i] == sent[j]).mean(axis=-1).reshape(L, H)
+    out["repetition"] = (toks[i] == toks[j]).mean(axis=-1).reshape(L, H)
+    out["mean distance"] = (j - i).mean(axis=-1).reshape(L, H).astype(np.float64)
+    return out
+
+
+def document_statistics(doc, max_windows: int = 4, k: int = 10, windows=None) -> dict[str, np.ndarray]:
+    """Mean of :func:`window_statistics` over the first ``max_windows`` windows of ``doc``."""
+    idx = list(windows) if windows is not None else list(range(min(max_windows, len(doc))))
+    acc: dict[str, np.ndarray] = {}
+    for i in idx:
+        for name, v in window_statistics(doc.window(i), doc.matrices(i), k=k).items():
+            acc[name] = acc.get(name, 0.0) + np.asarray(v, np.float64)
+    return {name: acc[name] / max(len(idx), 1) for name in DOC_STATS if name in acc}
+
+
+def _as_grid(value, num_layers: int, num_heads: int) -> np.ndarray | None:
+    """``value`` as a float ``[L, H]`` array, or None when it is not one."""
+    if not isinstance(value, list) or len(value) != num_layers:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if arr.shape != (num_layers, num_heads):
+        return None
+    return arr
+
+
+def _pretty(key: str) -> str:
+    return key.replace("_", " ").strip()
+
+
+def extract_per_head(report, num_layers: int, num_heads: int) -> dict[str, np.ndarray]:
+    """Per-head statistics found in a study report (any JSON value).
+
+    Looks for, anywhere in the document:
+
+    * ``"per_head": {stat: [[...] * H] * L}``;
+    * ``"per_head": [{"layer": l, "head": h, stat: value, ...}, ...]`` (or the same
+      list under ``"heads"``), numeric fields becoming statistics.
+
+    Arrays of another shape are skipped (they belong to another model).  Nested
+    names are joined with ``/`` when the same statistic name appears twice.
+    """
+    found: dict[str, np.ndarray] = {}
+
+    def add(name: str, arr: np.ndarray) -> None:
+        key = _pretty(name)
+        base, n = key, 2
+        while key in found:
+            key = f"{base} ({n})"
+            n += 1
+        found[key] = arr
+
+    def from_records(records: list, prefix: str) -> None:
+        grids: dict[str, np.ndarray] = {}
+        for r in records:
+            if not isinstance(r, dict) or "layer" not in r or "head" not in r:
+                return
+            try:
+                l, h = int(r["layer"]), int(r["head"])
+            except (TypeError, ValueError):
+                return
+            if not (0 <= l < num_layers and 0 <= h < num_heads):
+                return
+            for key, v in r.items():
+                if key in ("layer", "head") or isinstance(v, bool) or not isinstance(v, (int, float)):
+                    continue
+                g = grids.setdefault(key, np.full((num_layers, num_heads), np.nan))
+                g[l, h] = float(v)
+        for key, g in grids.items():
+            add(f"{prefix}{key}", g)
+
+    def walk(node, prefix: str = "") -> None:
+        if isinstance(node, dict):
+            for key, v in node.items():
+                if key == "per_head" and isinstance(v, dict):
+                    for stat, arr in v.items():
+                        grid = _as_grid(arr, num_layers, num_heads)
+                        if grid is not None:
+                            add(f"{prefix}{stat}", grid)
+                        elif isinstance(arr, dict):
+                            walk({"per_head": arr}, f"{prefix}{stat}/")
+                elif key in ("per_head", "heads") and isinstance(v, list) and v:
+                    from_records(v, prefix)
+                else:
+                    walk(v, prefix)
+        elif isinstance(node, list):
+            for v in node:
+                if isinstance(v, (dict, list)):
+                    walk(v, prefix)
+
+    walk(report)
+    return found
+
+
+def load_report_stats(path: str | os.PathLike, num_layers: int, num_heads: int) -> dict[str, np.ndarray]:
+    """Read ``report.json`` and return its per-head statistics (see :func:`extract_per_head`)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"--report {path}: no such file")
+    try:
+        report = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"--report {path}: cannot read the study report ({exc})") from None
+    stats = extract_per_head(report, num_layers, num_heads)
+    if not stats:
+        raise InputError(
+            f"--report {path}: no per-head statistics for a {num_layers}x{num_heads} model "
+            "(expected \"per_head\": {stat: [[...]]})"
+        )
+    return stats
