@@ -1,0 +1,136 @@
+"""Boundary search: optimal partitions of a sequence of unit vectors.
+
+Segments are scored by their within-segment scatter ``Σ_i ‖x_i − μ‖²`` (the
+linear-kernel change-point cost).  For unit-norm ``x`` this is
+``n − ‖Σ x_i‖² / n``: minimising it maximises the mean within-segment
+similarity.  Two searches:
+
+* :func:`partition_k` — exactly ``k`` segments (dynamic programming);
+* :func:`partition_penalised` — any number of segments, each new segment
+  costing ``penalty`` (optimal partitioning, Jackson et al. 2005).
+
+Both accept a per-segment feasibility constraint (maximum size, in any additive
+unit such as characters or tokens, and a maximum length in units) so that hard
+size limits are honoured by construction, not by post-hoc splitting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.errors import HeadsegError
+
+
+class SegmentCost:
+    """O(1) scatter cost of any span ``[a, b)`` from prefix sums.
+
+    ``x [n, D]`` unit vectors; optional ``sizes [n]`` (characters, tokens) for
+    the hard limit ``max_size`` and ``min_size`` (soft: spans below it get a large
+    but finite extra cost, so a short document still has a solution).
+    """
+
+    def __init__(self, x: np.ndarray, sizes: np.ndarray | None = None, max_size: float | None = None,
+                 min_size: float | None = None, max_units: int | None = None):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2:
+            raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
+        self.n = x.shape[0]
+        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+        self.cq = np.concatenate([[0.0], np.cumsum((x * x).sum(axis=1))])
+        s = np.ones(self.n) if sizes is None else np.asarray(sizes, dtype=np.float64)
+        self.cs = np.concatenate([[0.0], np.cumsum(s)])
+        self.max_size = max_size
+        self.min_size = min_size
+        self.max_units = max_units or self.n
+        if max_size is not None and s.size and s.max() > max_size:
+            raise HeadsegError("a single unit is larger than the maximum segment size; split units first")
+
+    def costs_ending_at(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start indices ``a`` and costs of every feasible span ``[a, b)``."""
+        lo = max(0, b - self.max_units)
+        a = np.arange(lo, b)
+        if self.max_size is not None:
+            ok = self.cs[b] - self.cs[a] <= self.max_size + 1e-9
+            a = a[ok]
+        if a.size == 0:
+            return a, np.zeros(0)
+        length = (b - a).astype(np.float64)
+        sx = self.cx[b] - self.cx[a]
+        cost = (self.cq[b] - self.cq[a]) - np.einsum("ij,ij->i", sx, sx) / length
+        if self.min_size is not None:
+            cost = cost + np.where(self.cs[b] - self.cs[a] < self.min_size, 1e6, 0.0)
+        return a, cost
+
+    def cost(self, a: int, b: int) -> float:
+        sx = self.cx[b] - self.cx[a]
+        return float((self.cq[b] - self.cq[a]) - sx @ sx / (b - a))
+
+
+def partition_penalised(cost: SegmentCost, penalty: float) -> list[int]:
+    """Start indices of segments 2..m minimising ``Σ cost + penalty·m``."""
+    n = cost.n
+    best = np.full(n + 1, np.inf)
+    best[0] = 0.0
+    back = np.zeros(n + 1, dtype=np.int64)
+    for b in range(1, n + 1):
+        a, c = cost.costs_ending_at(b)
+        if a.size == 0:
+            raise HeadsegError("no feasible segmentation under the size limits")
+        total = best[a] + c + penalty
+        i = int(np.argmin(total))
+        best[b] = total[i]
+        back[b] = a[i]
+    return _trace(back, n)
+
+
+def partition_k(cost: SegmentCost, k: int) -> list[int]:
+    """Start indices of segments 2..k of the optimal partition into exactly ``k`` segments."""
+    n = cost.n
+    if not 1 <= k <= n:
+        raise HeadsegError(f"cannot make {k} segments from {n} units")
+    best = np.full((k + 1, n + 1), np.inf)
+    best[0, 0] = 0.0
+    back = np.zeros((k + 1, n + 1), dtype=np.int64)
+    spans = [cost.costs_ending_at(b) for b in range(n + 1)]
+    for j in range(1, k + 1):
+        for b in range(j, n + 1):
+            a, c = spans[b]
+            if a.size == 0:
+                continue
+            total = best[j - 1, a] + c
+            i = int(np.argmin(total))
+            best[j, b] = total[i]
+            back[j, b] = a[i]
+    if not np.isfinite(best[k, n]):
+        raise HeadsegError(f"no segmentation into {k} segments satisfies the size limits")
+    cuts = []
+    b = n
+    for j in range(k, 0, -1):
+        a = int(back[j, b])
+        cuts.append(a)
+        b = a
+    return sorted(c for c in cuts if c > 0)
+
+
+def _trace(back: np.ndarray, n: int) -> list[int]:
+    cuts = []
+    b = n
+    while b > 0:
+        a = int(back[b])
+        if a > 0:
+            cuts.append(a)
+        b = a
+    return cuts[::-1]
+
+
+def boundary_strength(cost: SegmentCost, cuts: list[int]) -> list[float]:
+    """For each boundary, the cost saved by keeping it instead of merging its two neighbours,
+    relative to the merged segment's length (so scores are comparable across sizes)."""
+    edges = [0] + list(cuts) + [cost.n]
+    out = []
+    for i in range(1, len(edges) - 1):
+        a, m, b = edges[i - 1], edges[i], edges[i + 1]
+        merged = cost.cost(a, b)
+        split = cost.cost(a, m) + cost.cost(m, b)
+        out.append(max(merged - split, 0.0) / (b - a))
+    return out
