@@ -34,9 +34,22 @@ class HeadProfile:
     parameters: dict = field(default_factory=dict)
     statistics: dict = field(default_factory=dict)
     version: int = PROFILE_VERSION
+    #: heads whose unit-pooled vectors are compared for *topic* segmentation
+    #: (None: every head of the last layer); ``heads`` serve unit detection.
+    topic_heads: list[tuple[int, int]] | None = None
+    topic_weights: list[float] | None = None
 
     def __post_init__(self):
         self.heads = [(int(l), int(h)) for l, h in self.heads]
+        if self.topic_heads is not None:
+            self.topic_heads = [(int(l), int(h)) for l, h in self.topic_heads]
+            if not self.topic_heads:
+                raise ProfileError("topic_heads, when given, needs at least one head")
+            if self.topic_weights is None:
+                self.topic_weights = [1.0 / len(self.topic_heads)] * len(self.topic_heads)
+            self.topic_weights = [float(w) for w in self.topic_weights]
+            if len(self.topic_weights) != len(self.topic_heads):
+                raise ProfileError("a head profile needs one topic weight per topic head")
         self.weights = [float(w) for w in self.weights]
         self.scores = [float(s) for s in self.scores] if self.scores else [0.0] * len(self.heads)
         if not self.heads:
@@ -46,9 +59,26 @@ class HeadProfile:
         if len(set(self.heads)) != len(self.heads):
             raise ProfileError("a head profile lists a head twice")
 
+    def topic_selection(self, num_layers: int | None = None, num_heads: int | None = None
+                        ) -> tuple[list[tuple[int, int]], list[float]]:
+        """Topic heads and weights; defaults to every head of the last layer."""
+        if self.topic_heads is not None:
+            return list(self.topic_heads), list(self.topic_weights)
+        L = num_layers or self.num_layers
+        H = num_heads or self.num_heads
+        if not L or not H:
+            raise ProfileError("the profile has no topic heads and no model size to default them from")
+        return [(L - 1, h) for h in range(H)], [1.0 / H] * H
+
+    @property
+    def capture_heads(self) -> list[tuple[int, int]]:
+        """Every head a segmenter reads with this profile (unit and topic heads), sorted."""
+        topic, _ = self.topic_selection() if (self.topic_heads is not None or self.num_layers) else ([], [])
+        return sorted(set(self.heads) | set(topic))
+
     @property
     def deepest_layer(self) -> int:
-        return max(l for l, _ in self.heads)
+        return max(l for l, _ in self.capture_heads)
 
     def to_dict(self) -> dict:
         return {
@@ -60,6 +90,9 @@ class HeadProfile:
             "heads": [
                 {"layer": l, "head": h, "weight": w, "score": s}
                 for (l, h), w, s in zip(self.heads, self.weights, self.scores)
+            ],
+            "topic_heads": None if self.topic_heads is None else [
+                {"layer": l, "head": h, "weight": w} for (l, h), w in zip(self.topic_heads, self.topic_weights)
             ],
             "corpus": self.corpus,
             "parameters": self.parameters,
@@ -73,6 +106,7 @@ class HeadProfile:
             if version > PROFILE_VERSION:
                 raise ProfileError(f"{source}: profile version {version} is newer than this headseg ({PROFILE_VERSION})")
             heads = [(int(x["layer"]), int(x["head"])) for x in d["heads"]]
+            topic = d.get("topic_heads")
             return cls(
                 model_fingerprint=str(d["model_fingerprint"]),
                 heads=heads,
@@ -85,6 +119,8 @@ class HeadProfile:
                 parameters=dict(d.get("parameters", {})),
                 statistics=dict(d.get("statistics", {})),
                 version=version,
+                topic_heads=None if topic is None else [(int(x["layer"]), int(x["head"])) for x in topic],
+                topic_weights=None if topic is None else [float(x.get("weight", 1.0)) for x in topic],
             )
         except ProfileError:
             raise
@@ -109,7 +145,10 @@ class HeadProfile:
 
     def hash(self) -> str:
         """Hash of what affects outputs (model, heads, weights), for artifact manifests."""
-        key = json.dumps({"fp": self.model_fingerprint, "heads": self.heads, "weights": self.weights}, sort_keys=True)
+        key = {"fp": self.model_fingerprint, "heads": self.heads, "weights": self.weights}
+        if self.topic_heads is not None:
+            key["topic"] = [self.topic_heads, self.topic_weights]
+        key = json.dumps(key, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def check_model(self, info) -> None:
@@ -119,7 +158,7 @@ class HeadProfile:
                 f"head profile was made for model {self.model_name or '?'} ({self.model_fingerprint}), "
                 f"not for {info.name} ({info.fingerprint}); run `headseg study --model ...` to make one"
             )
-        for l, h in self.heads:
+        for l, h in list(self.heads) + list(self.topic_heads or []):
             if not (0 <= l < info.num_layers and 0 <= h < info.num_heads):
                 raise ProfileError(f"head profile names head L{l}H{h}, which {info.name} does not have")
 

@@ -192,14 +192,13 @@ class Segmenter:
             raise HeadsegError("batch_size must be at least 1")
         if not 8 <= self.max_tokens <= self.loaded.info.max_positions:
             raise HeadsegError(f"max_tokens must be between 8 and {self.loaded.info.max_positions}")
-        w = np.asarray(self.profile.weights, dtype=np.float64)
-        if np.any(w < 0) or w.sum() <= 0:
-            raise ProfileError("head weights must be non-negative and not all zero")
-        self.heads = list(self.profile.heads)
-        order = np.argsort([l * 10_000 + h for l, h in self.heads])
-        # capture() returns heads sorted by (layer, head); keep weights aligned
-        self.weights = (w / w.sum())[order]
-        self.heads = [self.heads[i] for i in order]
+        info = self.loaded.info
+        # Unit detection reads the profile's separator-focused heads; topic
+        # similarity reads the topic heads (default: the whole last layer, which
+        # compares sentences best: docs/segmenter.md).
+        self.heads, self.weights = _sorted_selection(self.profile.heads, self.profile.weights)
+        self.topic_heads, self.topic_weights = _sorted_selection(
+            *self.profile.topic_selection(info.num_layers, info.num_heads))
 
     # ------------------------------------------------------------------ units
     def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None) -> list[tuple[int, int]]:
@@ -207,8 +206,10 @@ class Segmenter:
         return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode)
 
     # --------------------------------------------------------------- vectors
-    def capture(self, windows: Sequence[Window]) -> HeadActivations:
-        return self.backend.capture(windows, heads=self.heads, attention=False, norms=False)
+    def capture(self, windows: Sequence[Window], heads=None) -> HeadActivations:
+        """Context vectors of ``heads`` (default: the unit-detection heads) for a batch of windows."""
+        return self.backend.capture(windows, heads=self.heads if heads is None else heads,
+                                    attention=False, norms=False)
 
     def unit_vectors(self, doc: TokenizedText, units: Sequence[tuple[int, int]], progress=None) -> np.ndarray:
         """``[U, N·d]`` weighted, per-head-normalised unit vectors (each unit encoded alone)."""
@@ -227,7 +228,7 @@ class Segmenter:
 
         def batches():
             for batch in iter_batches(windows, self.batch_size):
-                acts = self.capture(batch)
+                acts = self.capture(batch, heads=self.topic_heads)
                 batch_owner = owner[[index[id(w)] for w in batch]]
                 content = acts.attention_mask.copy()
                 for b, w in enumerate(batch):
@@ -236,7 +237,7 @@ class Segmenter:
                     progress.update(len(batch))
                 yield acts, batch_owner, content
 
-        x = pool_units(batches(), bounds[-1], self.weights)
+        x = pool_units(batches(), bounds[-1], self.topic_weights)
         return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
 
     def count_windows(self, texts: Sequence[str]) -> int:
@@ -356,6 +357,15 @@ class _TwoLimitCost(SegmentCost):
         a, c = super().costs_ending_at(b)
         ok = self.ct[b] - self.ct[a] <= self.max_toks
         return a[ok], c[ok]
+
+
+def _sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Heads sorted by (layer, head) as capture() returns them, with normalised weights aligned."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size != len(heads) or np.any(w < 0) or w.sum() <= 0:
+        raise ProfileError("head weights must be non-negative, one per head, and not all zero")
+    order = sorted(range(len(heads)), key=lambda i: tuple(heads[i]))
+    return [tuple(heads[i]) for i in order], (w / w.sum())[order]
 
 
 def _make_cost(x, sizes, limit, lower, max_units, token_limit):

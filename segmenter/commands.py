@@ -54,7 +54,7 @@ def run(args) -> int:
     if not texts:
         raise HeadsegError("no readable input")
     seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend, device=args.device,
-                    batch_size=args.batch_size)
+                    batch_size=args.batch_size, unit_mode=args.unit_mode)
     kwargs = dict(level=args.level, segments=args.segments, min_chars=args.min_chars,
                   max_chars=args.max_chars, max_tokens=args.max_tokens, penalty=args.penalty)
     results = []
@@ -95,6 +95,9 @@ def register(sub) -> None:
     p.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                    help="auto uses an exported ONNX artifact when one is cached for the model and profile")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
+    p.add_argument("--unit-mode", choices=("auto", "rules", "heads"), default="auto",
+                   help="units from sentence rules with the heads' block detector for long unpunctuated "
+                        "stretches (auto), rules only, or the heads' detector everywhere")
     p.add_argument("--segments", type=int, default=None, metavar="N", help="exactly N segments per document")
     p.add_argument("--min-chars", type=int, default=None, help="avoid segments shorter than this")
     p.add_argument("--max-chars", type=int, default=None, help="hard limit: no segment is longer")

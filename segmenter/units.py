@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analysis.norms import is_punctuation
 from analysis.text import Window, split_sentences
 
 
@@ -33,7 +34,7 @@ class UnitParams:
     #: tokens on each side of a gap in the block contrast
     block: int = 4
     #: a peak must stand this many standard deviations above the window's mean contrast
-    threshold: float = 1.0
+    threshold: float = 1.5
     #: no unit shorter than this many tokens (except at a line break / text end)
     min_tokens: int = 4
     #: neighbourhood, in gaps, inside which a peak must be the maximum
@@ -134,10 +135,18 @@ def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: Uni
         mu, sd = gaps.mean(), gaps.std() + 1e-12
         z_score = (score - mu) / sd
         chosen = None
-        for i in np.flatnonzero(valid):
+        toks = [text[a:b] for a, b in offs]
+        for i in range(1, t):
             lo, hi = max(i - params.radius, 1), min(i + params.radius + 1, t)
-            if z_score[i] >= params.threshold and score[i] >= score[lo:hi].max():
-                chosen = int(i)
+            if not (z_score[i] >= params.threshold and score[i] >= score[lo:hi].max()):
+                continue
+            # The contrast peaks on either side of a separator ("day | . | worker"):
+            # the separator closes its unit, so the boundary goes after it.
+            j = i
+            while j < t and is_punctuation(toks[j]):
+                j += 1
+            if j < t and valid[j]:
+                chosen = int(j)
                 break
         if chosen is None:
             if end >= tok_hi:
