@@ -43,6 +43,11 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     atomic_write_json(tmp_path / "a" / "x.json", {"k": [1, 2]})
     assert json.loads((tmp_path / "a" / "x.json").read_text()) == {"k": [1, 2]}
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["x.json"]
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a" / "x.json").stat().st_mode & 0o777 == 0o666 & ~umask
 
 
 def test_model_resolution_errors(tmp_path):

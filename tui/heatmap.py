@@ -123,27 +123,47 @@ def quantize(m: np.ndarray, lo: float, hi: float, levels: int = LEVELS) -> np.nd
 
 @dataclass
 class Layout:
-    """How a ``T × T`` matrix maps to the pane: ``bins`` cells per side, pooled or not."""
+    """How a ``T × T`` matrix maps to the pane.
+
+    ``bins`` pooled cells per side (``bins < tokens`` means pooling), each drawn
+    ``zoom × zoom`` characters/half-lines (zoom > 1 only for small matrices).
+    """
 
     tokens: int
     bins: int
+    zoom: int = 1
 
     @property
     def pooled(self) -> bool:
         return self.bins < self.tokens
 
+    @property
+    def side(self) -> int:
+        """Drawn size per side, in columns (= half-lines)."""
+        return self.bins * self.zoom
+
     def edges(self) -> np.ndarray:
         return bin_edges(self.tokens, self.bins)
 
     def cell_of(self, token: int) -> int:
-        """The cell (row or column) that shows ``token``."""
+        """The pooled cell (row or column) that shows ``token``."""
         return int(np.searchsorted(self.edges(), token, side="right") - 1)
+
+    def drawn_of(self, token: int) -> int:
+        """The first drawn column (or half-line) of ``token``'s cell."""
+        return self.cell_of(token) * self.zoom
 
 
 def fit_layout(tokens: int, width: int, height: int) -> Layout:
-    """Largest square that fits ``width`` columns and ``height`` lines (two rows per line)."""
-    bins = max(1, min(tokens, width, 2 * height))
-    return Layout(tokens=tokens, bins=bins)
+    """Largest square that fits ``width`` columns and ``height`` lines (two rows per line).
+
+    A half-block cell is one column wide and half a line high, which is about
+    square in a terminal, so matrices stay square on screen.
+    """
+    fit = max(1, min(width, 2 * height))
+    bins = min(tokens, fit)
+    zoom = max(1, fit // tokens) if bins == tokens else 1
+    return Layout(tokens=tokens, bins=bins, zoom=zoom)
 
 
 class HeatmapRenderer:
@@ -153,7 +173,10 @@ class HeatmapRenderer:
         self.color_system = color_system
         self.levels = levels
         self.palette = make_palette(color_system, levels)
+        # One Style per colour pair: Rich and Textual cache their work per Style object.
         self._styles: dict[tuple[int, int], Style] = {}
+        # Segments are immutable: one per (colour pair, run length) is shared by all lines.
+        self._segments: dict[tuple[int, int], Segment] = {}
 
     @property
     def cursor_index(self) -> int:
@@ -163,8 +186,9 @@ class HeatmapRenderer:
         key = (top, bottom)
         st = self._styles.get(key)
         if st is None:
-            st = Style(color=self.palette[top], bgcolor=None if bottom < 0 else self.palette[bottom])
-            self._styles[key] = st
+            st = self._styles[key] = Style(
+                color=self.palette[top], bgcolor=None if bottom < 0 else self.palette[bottom]
+            )
         return st
 
     def cell_indices(
@@ -176,7 +200,7 @@ class HeatmapRenderer:
         dim_mask: np.ndarray | None = None,
         ignore_diagonal: bool = True,
     ) -> tuple[np.ndarray, tuple[float, float]]:
-        """Palette index of every displayed cell ``[bins, bins]`` and the value range used.
+        """Palette index of every drawn cell ``[side, side]`` and the value range used.
 
         ``dim_mask [T, T]`` (True = dim) is pooled by majority.  The scale is the
         range of the full-resolution matrix, so pooling never changes colours'
@@ -190,17 +214,31 @@ class HeatmapRenderer:
             idx = np.where(dm, idx + self.levels, idx)
         if cursor is not None:
             idx[layout.cell_of(cursor[0]), layout.cell_of(cursor[1])] = self.cursor_index
+        if layout.zoom > 1:
+            idx = np.repeat(np.repeat(idx, layout.zoom, axis=0), layout.zoom, axis=1)
         return idx, (lo, hi)
 
     def lines(self, idx: np.ndarray) -> list[list[Segment]]:
         """Half-block lines for a ``[rows, cols]`` array of palette indices."""
         rows, cols = idx.shape
+        width = 2 * self.levels + 2
+        get, make = self._segments.get, self._segment
         out = []
         for y in range(0, rows, 2):
-            top = idx[y].tolist()
-            bottom = idx[y + 1].tolist() if y + 1 < rows else [-1] * cols
-            out.append([Segment("▀", self._style(a, b)) for a, b in zip(top, bottom)])
+            top = idx[y]
+            bottom = idx[y + 1] if y + 1 < rows else np.full(cols, -1)
+            # Runs of equal colour pairs become one segment: Textual's per-segment
+            # work (filters, encoding) dominates a redraw, not the run length.
+            keys = (top + 1) * width + (bottom + 1)
+            starts = np.flatnonzero(np.diff(keys, prepend=-1))
+            runs = np.diff(starts, append=cols).tolist()
+            out.append([get((k, n)) or make(k, n) for k, n in zip(keys[starts].tolist(), runs)])
         return out
+
+    def _segment(self, key: int, run: int) -> Segment:
+        top, bottom = divmod(key, 2 * self.levels + 2)
+        seg = self._segments[(key, run)] = Segment("▀" * run, self._style(top - 1, bottom - 1))
+        return seg
 
     def legend(self, width: int) -> list[Segment]:
         """A colour bar of ``width`` cells, low to high."""

@@ -97,17 +97,46 @@ def _pretty(key: str) -> str:
     return key.replace("_", " ").strip()
 
 
+#: Per-head lists of ``headseg study``'s report.json (schema 1: flat, layer-major,
+#: index ``layer * num_heads + head``) shown first, under these names.
+STUDY_STATS = (
+    ("separator focus (norm)", ("attention", "separator_norm")),
+    ("separator focus (weight)", ("attention", "separator_weight")),
+    ("within-sentence share", ("variants", "quantile", "within_sentence")),
+    ("within-sentence lift", ("variants", "quantile", "within_lift")),
+    ("repetition", ("variants", "quantile", "identical")),
+    ("repetition lift", ("variants", "quantile", "identical_lift")),
+    ("mean distance", ("variants", "quantile", "mean_distance")),
+    ("selection score", ("selection", "score")),
+    ("focus token share", ("focus", "top_token_share")),
+)
+#: Sections of the study report whose other flat per-head lists are offered too.
+STUDY_SECTIONS = ("variants", "attention", "selection", "focus")
+
+
+def _flat_grid(value, num_layers: int, num_heads: int) -> np.ndarray | None:
+    """A flat layer-major list of ``L * H`` numbers as ``[L, H]``, else None."""
+    if not isinstance(value, list) or len(value) != num_layers * num_heads:
+        return None
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return None
+    return np.asarray(value, dtype=np.float64).reshape(num_layers, num_heads)
+
+
 def extract_per_head(report, num_layers: int, num_heads: int) -> dict[str, np.ndarray]:
-    """Per-head statistics found in a study report (any JSON value).
+    """Per-head statistics found in a study report (any JSON value), each ``[L, H]``.
 
-    Looks for, anywhere in the document:
+    Recognised, in this order:
 
-    * ``"per_head": {stat: [[...] * H] * L}``;
-    * ``"per_head": [{"layer": l, "head": h, stat: value, ...}, ...]`` (or the same
-      list under ``"heads"``), numeric fields becoming statistics.
+    * the flat layer-major lists of ``headseg study``'s report (see
+      :data:`STUDY_STATS`), then its other flat per-head lists of length
+      ``L * H`` under ``variants`` / ``attention`` / ``selection`` / ``focus``;
+    * ``"per_head": {stat: [[...] * H] * L}`` anywhere;
+    * ``"per_head"`` or ``"heads"``: ``[{"layer": l, "head": h, stat: value, ...}]``,
+      numeric fields becoming statistics (NaN for heads not listed).
 
-    Arrays of another shape are skipped (they belong to another model).  Nested
-    names are joined with ``/`` when the same statistic name appears twice.
+    Arrays of another shape are skipped (they belong to another model).  A name
+    seen twice gets a ``(2)`` suffix.
     """
     found: dict[str, np.ndarray] = {}
 
@@ -118,6 +147,30 @@ def extract_per_head(report, num_layers: int, num_heads: int) -> dict[str, np.nd
             key = f"{base} ({n})"
             n += 1
         found[key] = arr
+
+    if isinstance(report, dict):
+        used = set()
+        for name, path in STUDY_STATS:
+            node = report
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            grid = _flat_grid(node, num_layers, num_heads)
+            if grid is not None:
+                add(name, grid)
+                used.add(path)
+
+        def walk_flat(node, path: tuple) -> None:
+            if isinstance(node, dict):
+                for key, v in node.items():
+                    walk_flat(v, path + (key,))
+            elif path not in used:
+                grid = _flat_grid(node, num_layers, num_heads)
+                if grid is not None:
+                    add("/".join(path), grid)
+
+        for section in STUDY_SECTIONS:
+            if isinstance(report.get(section), dict):
+                walk_flat(report[section], (section,))
 
     def from_records(records: list, prefix: str) -> None:
         grids: dict[str, np.ndarray] = {}

@@ -46,6 +46,9 @@ class MatrixView(Widget, can_focus=True):
     MatrixView { width: 1fr; height: 1fr; }
     """
 
+    class Drawn(Message):
+        """The heatmap was laid out again (size, pooling or data changed)."""
+
     class CursorMoved(Message):
         def __init__(self, row: int, col: int):
             super().__init__()
@@ -63,6 +66,7 @@ class MatrixView(Widget, can_focus=True):
         self.layout_: Layout | None = None
         self.value_range = (0.0, 1.0)
         self._strips: list[Strip] = []
+        self._retry_pending = False
 
     @property
     def color_system(self) -> str:
@@ -93,16 +97,29 @@ class MatrixView(Widget, can_focus=True):
             self._strips = []
             self.refresh()
             return
-        size = self.content_region.size if self.is_mounted else Size(64, 32)
-        width, height = max(size.width, 1), max(size.height, 1)
+        size = self.size if self.is_mounted else Size(0, 0)
+        if size.width < 1 or size.height < 1:
+            # Not placed yet (e.g. just uncovered after loading): draw after the next refresh.
+            self._strips = []
+            if self.is_mounted and not self._retry_pending:
+                self._retry_pending = True
+                self.call_after_refresh(self._retry)
+            return
+        width, height = size.width, size.height
         self.layout_ = fit_layout(self.matrix.shape[0], width, height)
         idx, self.value_range = self.renderer.cell_indices(
             self.matrix, self.layout_, self.pooling, self.cursor, self.dim_mask, self.ignore_diagonal
         )
-        pad = max(0, (width - self.layout_.bins) // 2)
+        pad = max(0, (width - self.layout_.side) // 2)
         lead = [Segment(" " * pad)] if pad else []
-        self._strips = [Strip(lead + segs) for segs in self.renderer.lines(idx)]
+        n = pad + self.layout_.side
+        self._strips = [Strip(lead + segs, n) for segs in self.renderer.lines(idx)]
         self.refresh()
+        self.post_message(self.Drawn())
+
+    def _retry(self) -> None:
+        self._retry_pending = False
+        self.rebuild()
 
     def render_line(self, y: int) -> Strip:
         if y < len(self._strips):
