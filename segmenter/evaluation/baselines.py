@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random as _random
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -36,7 +37,11 @@ class Prediction:
 
     def unit_boundaries(self, doc: Document) -> list[int]:
         if self.units is not None:
-            return sorted({int(u) for u in self.units if 0 < int(u) < doc.n})
+            units = {int(u) for u in self.units}
+            if any(u < 0 or u > doc.n for u in units):
+                raise HeadsegError(f"predicted unit index outside 0..{doc.n}")
+            # 0 and n are the document's edges, not boundaries.
+            return sorted(u for u in units if 0 < u < doc.n)
         if self.chars is not None:
             return snap_offsets(self.chars, doc.starts, len(doc.text))
         raise HeadsegError("a prediction needs unit indices or character offsets")
@@ -63,8 +68,6 @@ class Method:
         if self._setup_error is not None:
             raise self._setup_error
         if not self._ready:
-            import time
-
             t0 = time.perf_counter()
             try:
                 self.setup()
@@ -168,8 +171,9 @@ def pick_boundaries(sim: np.ndarray, k: int | None) -> list[int]:
     """Unit indices opening segments from the gap similarities ``sim [n-1]``.
 
     With k: the ``k - 1`` deepest gaps (ties: the lower similarity, then the
-    earlier gap).  Without: gaps that are local minima of similarity with depth
-    above mean - std/2 of all depths (Hearst's liberal cutoff).
+    earlier gap).  Without: the valleys (local minima of similarity with a
+    positive depth) deeper than mean - std/2 of the valley depths, Hearst's
+    liberal cutoff taken over the candidate boundaries.
     """
     if len(sim) == 0:
         return []
@@ -177,29 +181,57 @@ def pick_boundaries(sim: np.ndarray, k: int | None) -> list[int]:
     if k is not None:
         order = sorted(range(len(sim)), key=lambda i: (-depth[i], sim[i], i))
         return sorted(i + 1 for i in order[: max(k - 1, 0)])
-    cutoff = depth.mean() - depth.std() / 2
-    out = []
-    for i in range(len(sim)):
-        is_valley = (i == 0 or sim[i] <= sim[i - 1]) and (i == len(sim) - 1 or sim[i] <= sim[i + 1])
-        if is_valley and depth[i] > cutoff and depth[i] > 0:
-            out.append(i + 1)
+    last = len(sim) - 1
+    valleys = [
+        i for i in range(len(sim))
+        if depth[i] > 0 and (i == 0 or sim[i] <= sim[i - 1]) and (i == last or sim[i] <= sim[i + 1])
+    ]
+    if not valleys:
+        return []
+    vd = depth[valleys]
+    cutoff = vd.mean() - vd.std() / 2
+    return [i + 1 for i in valleys if depth[i] > cutoff]
+
+
+def block_similarity(emb: np.ndarray, window: int) -> np.ndarray:
+    """Cosine between the mean embedding of the ``window`` units before each gap and of those after ``[N-1]``.
+
+    ``emb [N, d]``; near the edges the blocks are shorter.  ``window=1``
+    compares adjacent units only.
+    """
+    n = emb.shape[0]
+    csum = np.vstack([np.zeros((1, emb.shape[1])), np.cumsum(emb, axis=0)])
+    out = np.zeros(max(n - 1, 0))
+    for g in range(n - 1):
+        a, b = max(0, g + 1 - window), min(n, g + 1 + window)
+        left = csum[g + 1] - csum[a]
+        right = csum[b] - csum[g + 1]
+        den = np.linalg.norm(left) * np.linalg.norm(right)
+        out[g] = float(left @ right / den) if den > 0 else 0.0
     return out
 
 
 class EmbeddingCosineMethod(Method):
-    """Transparent reference: isolated sentence embeddings, adjacent cosine, depth scores.
+    """Transparent reference: isolated sentence embeddings, adjacent-block cosine, depth scores.
 
     Each unit is embedded on its own (mean of the last hidden states over its
     tokens, specials included, as sentence-transformers pools this model);
-    gap ``i`` scores the cosine between units ``i`` and ``i + 1``.
+    gap ``i`` scores the cosine between the mean embeddings of the ``window``
+    units before and after it (TextTiling's block comparison; ``window=1`` is
+    plain adjacent-sentence cosine).  Embeddings of the last documents are
+    cached, so the run with k reuses those of the run without.
     """
 
     name = "embedding-cosine"
     takes_k = True
     description = "mean-pooled sentence embeddings of the embedded model, adjacent cosine, depth scores"
 
-    def __init__(self, model: str | None = None, batch_size: int = 64, max_tokens: int = 256):
+    def __init__(self, model: str | None = None, window: int = 3, batch_size: int = 64, max_tokens: int = 256):
         super().__init__()
+        if window < 1:
+            raise HeadsegError("the embedding-cosine window must be at least 1")
+        self.window = window
+        self._cache: dict[str, np.ndarray] = {}
         self.model_spec = model
         self.batch_size = batch_size
         self.max_tokens = max_tokens
@@ -235,13 +267,19 @@ class EmbeddingCosineMethod(Method):
         return res / np.maximum(norms, 1e-12)
 
     def predict(self, doc, k=None):
-        emb = self.embed(doc.units)
-        sim = np.sum(emb[:-1] * emb[1:], axis=1)
-        return Prediction(units=pick_boundaries(sim, k))
+        fp = doc.fingerprint()
+        cached = fp in self._cache
+        if not cached:
+            if len(self._cache) >= 64:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[fp] = self.embed(doc.units)
+        sim = block_similarity(self._cache[fp], self.window)
+        return Prediction(units=pick_boundaries(sim, k), info={"cached": cached})
 
     def params(self):
         return {"model": self.model_spec or "embedded", "pooling": "mean", "max_tokens": self.max_tokens,
-                "cutoff_without_k": "valleys with depth > mean - std/2", "with_k": "k-1 deepest gaps"}
+                "window": self.window, "cutoff_without_k": "valleys deeper than mean - std/2 of valley depths",
+                "with_k": "k-1 deepest gaps"}
 
 
 def english_stopwords() -> list[str]:
@@ -293,6 +331,30 @@ def _offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _cached_embeddings(inner):
+    """Wrap LangChain embeddings with a per-text cache, so the run with k re-embeds nothing."""
+    from langchain_core.embeddings import Embeddings
+
+    class CachedEmbeddings(Embeddings):
+        def __init__(self):
+            self.cache: dict[str, list[float]] = {}
+            self.misses = 0
+
+        def embed_documents(self, texts):
+            missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
+            if missing:
+                self.misses += len(missing)
+                if len(self.cache) > 50_000:
+                    self.cache.clear()
+                self.cache.update(zip(missing, inner.embed_documents(missing)))
+            return [self.cache[t] for t in texts]
+
+        def embed_query(self, text):
+            return inner.embed_query(text)
+
+    return CachedEmbeddings()
+
+
 class LangChainMethod(Method):
     """``langchain_experimental.text_splitter.SemanticChunker`` on ``HuggingFaceEmbeddings`` of the embedded model.
 
@@ -317,11 +379,15 @@ class LangChainMethod(Method):
         from analysis.model import embedded_model_path
 
         self._cls = SemanticChunker
-        self.embeddings = HuggingFaceEmbeddings(model_name=str(embedded_model_path()), model_kwargs={"device": "cpu"})
+        self.embeddings = _cached_embeddings(
+            HuggingFaceEmbeddings(model_name=str(embedded_model_path()), model_kwargs={"device": "cpu"})
+        )
 
     def predict(self, doc, k=None):
         chunker = self._cls(self.embeddings, sentence_split_regex=r"\n", number_of_chunks=k)
+        before = self.embeddings.misses
         chunks = chunker.split_text(doc.text)
+        cached = self.embeddings.misses == before
         # Each chunk is " ".join of consecutive units; walk them to find the cuts.
         bounds = []
         i = 0
@@ -340,7 +406,7 @@ class LangChainMethod(Method):
             i = j
         if i != doc.n:
             raise HeadsegError("LangChain chunks do not cover the document")
-        return Prediction(units=bounds)
+        return Prediction(units=bounds, info={"cached": cached})
 
     def params(self):
         return {"breakpoint_threshold_type": "percentile", "amount": 95, "buffer_size": 1,
@@ -358,6 +424,11 @@ class ChonkieMethod(Method):
     takes_k = False
     description = "chonkie SemanticChunker (defaults: threshold 0.8, window 3, Savitzky-Golay minima)"
 
+    def __init__(self, sentence_model=None):
+        super().__init__()
+        # An already loaded SentenceTransformer of the embedded model may be shared.
+        self.sentence_model = sentence_model
+
     def setup(self):
         _offline()
         try:
@@ -368,10 +439,15 @@ class ChonkieMethod(Method):
             raise MethodUnavailable("chonkie needs chonkie and sentence-transformers (pip install 'headseg[bench]')") from exc
         from analysis.model import embedded_model_path
 
-        st = SentenceTransformer(str(embedded_model_path()), device="cpu")
-        self.chunker = SemanticChunker(
-            embedding_model=SentenceTransformerEmbeddings(st), delim="\n", min_characters_per_sentence=1
-        )
+        import warnings
+
+        st = self.sentence_model or SentenceTransformer(str(embedded_model_path()), device="cpu")
+        with warnings.catch_warnings():
+            # chonkie 1.7 calls a sentence-transformers method renamed in 5.x.
+            warnings.simplefilter("ignore", FutureWarning)
+            self.chunker = SemanticChunker(
+                embedding_model=SentenceTransformerEmbeddings(st), delim="\n", min_characters_per_sentence=1
+            )
 
     def predict(self, doc, k=None):
         chunks = self.chunker.chunk(doc.text)
