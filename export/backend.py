@@ -264,13 +264,13 @@ def make_backend(
                 where = cache_dir(loaded.info.fingerprint, phash, prefs[0])
                 raise ArtifactError(
                     f"no exported ONNX artifact for this model and profile (looked in {where.parent}); "
-                    f"run `headseg export --cache{' --profile PROFILE' if profile is not None else ''}` first"
+                    "run `headseg export` (with the same --model and --profile) first"
                 )
             return TorchBackend(loaded, device=device or "cpu")
     if backend == "auto":
         # A broken cached artifact should not stop auto from working; torch is always right.
         try:
-            return OnnxBackend(loaded, directory, device=target, profile_hash=phash)
+            return _open_for_profile(loaded, directory, target, profile)
         except ArtifactError as exc:
             if artifact is not None:
                 raise
@@ -278,4 +278,15 @@ def make_backend(
 
             print(f"headseg: warning: ignoring cached artifact ({exc}); using torch", file=sys.stderr)
             return TorchBackend(loaded, device=device or "cpu")
-    return OnnxBackend(loaded, directory, device=target, profile_hash=phash)
+    return _open_for_profile(loaded, directory, target, profile)
+
+
+def _open_for_profile(loaded, directory, device, profile) -> OnnxBackend:
+    """An :class:`OnnxBackend` that is checked to serve every head the profile's segmenter reads."""
+    backend = OnnxBackend(loaded, directory, device=device, profile_hash=None if profile is None else profile.hash())
+    if profile is not None:
+        missing = sorted(set(profile.capture_heads) - set(backend.heads))
+        if missing:
+            names = ", ".join(f"L{l}H{h}" for l, h in missing)
+            raise ArtifactError(f"{directory}: the artifact lacks head(s) {names} of the profile; run `headseg export` again")
+    return backend

@@ -47,6 +47,8 @@ def resolve_profile(args, loaded) -> HeadProfile:
             num_layers=info.num_layers,
             num_heads=info.num_heads,
             corpus="(--heads on the command line)",
+            # The same heads for topics, so that exactly these heads are exported.
+            topic_heads=heads,
         )
     else:
         path = args.profile or default_profile_path()
@@ -69,12 +71,14 @@ def run(args) -> int:
     profile = resolve_profile(args, loaded)
     phash = profile.hash()
     out = args.out or cache_dir(loaded.info.fingerprint, phash, args.precision)
+    # Unit-detection and topic heads alike: every head the segmenter will ask for.
+    heads = profile.capture_heads
     if not args.quiet:
-        print(f"exporting {len(profile.heads)} head(s) of {loaded.info.name} "
+        print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
               f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {args.precision} ...", file=sys.stderr)
     m = export_artifact(
         loaded,
-        profile.heads,
+        heads,
         phash,
         out,
         precision=args.precision,

@@ -102,7 +102,9 @@ class SelectedHeads(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
         mask = attention_mask.to(torch.float32)
-        bias = (1.0 - mask)[:, None, None, :] * MASK_BIAS  # [B, 1, 1, T]
+        # Unsqueeze, cast, subtract, scale: the classic BERT mask, in the order
+        # onnxruntime's attention fusion recognises.
+        bias = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * MASK_BIAS  # [B, 1, 1, T]
         x = self.embeddings(input_ids=input_ids)
         zs, attns, norms = [], [], []
         for l in range(self.deepest + 1):
