@@ -85,6 +85,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=80, help="first N sentences of each document")
     ap.add_argument("--threshold", type=float, default=None)
     ap.add_argument("--block", type=int, default=None)
+    ap.add_argument("--only", default=None, help="run only methods whose name contains this text")
     args = ap.parse_args()
 
     import pysbd
@@ -106,6 +107,8 @@ def main() -> None:
         "headseg sentence rules only (--unit-mode rules)": lambda t: [a for a, _ in split_sentences(t)[1:]],
         "pysbd": lambda t: [s.start for s in sbd.segment(t)[1:]],
     }
+    if args.only:
+        methods = {k: v for k, v in methods.items() if args.only in k}
     rows = []
     for strip in (False, True):
         for name, fn in methods.items():

@@ -39,6 +39,10 @@ class UnitParams:
     min_tokens: int = 4
     #: neighbourhood, in gaps, inside which a peak must be the maximum
     radius: int = 3
+    #: in "auto" mode, only a rule-based unit longer than this many tokens goes
+    #: through the detector: long real sentences stay whole, unpunctuated
+    #: transcripts (thousands of tokens per "sentence") get cut
+    auto_tokens: int = 120
 
 
 def _merge_blank(text: str, spans):
@@ -166,7 +170,7 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     ``mode="rules"``: sentence rules only (punctuation, line breaks).
     ``mode="heads"``: line breaks, then the head detector inside every line.
     ``mode="auto"``: sentence rules, and the head detector inside any unit longer
-    than one detection window (text without punctuation, e.g. transcripts).
+    than ``params.auto_tokens`` (text without punctuation, e.g. transcripts).
     """
     params = params or UnitParams()
     if mode == "rules" or segmenter is None:
@@ -183,7 +187,7 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     out = []
     for a, b in base:
         lo, hi = int(np.searchsorted(tok_start, a)), int(np.searchsorted(tok_start, b))
-        if mode == "auto" and hi - lo <= params.window - 2:
+        if mode == "auto" and hi - lo <= params.auto_tokens:
             out.append((a, b))
             continue
         cuts = [int(doc.offsets[s, 0]) for s in detect_line(text, doc, lo, hi, segmenter, params)]
