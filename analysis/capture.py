@@ -197,7 +197,7 @@ class TorchBackend:
                 self.model(
                     input_ids=torch.from_numpy(ids).to(self.device),
                     attention_mask=torch.from_numpy(mask.astype(np.int64)).to(self.device),
-                    output_attentions=True,
+                    output_attentions=attention,
                 )
             except _StopForward:
                 pass
