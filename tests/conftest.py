@@ -22,9 +22,18 @@ def embedded():
     return load_model(None)
 
 
+def embedded_tokenizer():
+    """The embedded model's tokenizer alone: tiny random models need its ids, not its weights."""
+    from transformers import AutoTokenizer
+
+    from analysis.model import embedded_model_path
+
+    return AutoTokenizer.from_pretrained(str(embedded_model_path()), use_fast=True, local_files_only=True)
+
+
 @pytest.fixture(scope="session")
-def tokenizer(embedded):
-    return embedded.tokenizer
+def tokenizer():
+    return embedded_tokenizer()
 
 
 def _tiny(kind: str, tokenizer, seed: int = 0):

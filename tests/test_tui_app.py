@@ -18,22 +18,7 @@ from tui.app import FindScreen, HelpScreen, HeadsegApp, create_app
 from tui.data import Segmentation, load_precomputed
 from tui.render import document_excerpt
 
-from fixtures.tui.make_fixture import tiny_model  # noqa: E402
-
 FIXTURES = Path(__file__).parent / "fixtures" / "tui"
-
-
-# Shadow conftest's fixtures of the same name: identical models (same seed and
-# fingerprint), but built without loading the embedded model's weights.
-@pytest.fixture(scope="module")
-def tiny_bert():
-    return tiny_model("bert")
-
-
-@pytest.fixture(scope="module")
-def tiny_roberta():
-    return tiny_model("roberta")
-
 TEXT = (FIXTURES / "sample.txt").read_text(encoding="utf-8")
 SIZE = (120, 36)
 

@@ -24,22 +24,7 @@ from tui.data import (
     spans_to_token_ids,
 )
 
-from fixtures.tui.make_fixture import tiny_model  # noqa: E402
-
 FIXTURES = Path(__file__).parent / "fixtures" / "tui"
-
-
-# Shadow conftest's fixtures of the same name: identical models (same seed and
-# fingerprint), but built without loading the embedded model's weights.
-@pytest.fixture(scope="module")
-def tiny_bert():
-    return tiny_model("bert")
-
-
-@pytest.fixture(scope="module")
-def tiny_roberta():
-    return tiny_model("roberta")
-
 TEXT = (FIXTURES / "sample.txt").read_text(encoding="utf-8")
 
 
