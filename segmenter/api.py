@@ -16,7 +16,6 @@ global optimum, not from local depth scores.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -108,23 +107,29 @@ def make_backend(loaded: LoadedModel, profile: HeadProfile, backend="auto", devi
     return TorchBackend(loaded, device="cpu" if device in (None, "auto") else device)
 
 
+def unit_token_ranges(doc: TokenizedText, units: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Token range ``[U, 2]`` of each unit in the document's token stream.
+
+    A token belongs to the unit its first character falls in.
+    """
+    if not len(units):
+        return np.zeros((0, 2), np.int64)
+    tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+    first = np.searchsorted(tok_start, np.asarray([a for a, _ in units], dtype=np.int64), side="left")
+    return np.stack([first, np.append(first[1:], len(doc))], axis=1)
+
+
 def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer, max_tokens: int
-                 ) -> tuple[list[Window], np.ndarray, np.ndarray]:
+                 ) -> tuple[list[Window], np.ndarray]:
     """One window per unit (several for a unit longer than ``max_tokens``).
 
-    Returns the windows, ``owner [W]`` (the unit of each window) and the token
-    range ``[U, 2]`` of each unit in the document's token stream.
+    Returns the windows and ``owner [W]``, the unit of each window.
     """
     cls_ids = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
     sep_ids = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
     width = max_tokens - len(cls_ids) - len(sep_ids)
-    tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
-    starts = np.asarray([a for a, _ in units], dtype=np.int64)
-    # a token belongs to the unit its first character falls in
-    first = np.searchsorted(tok_start, starts, side="left")
-    ranges = np.stack([first, np.append(first[1:], len(doc))], axis=1) if len(units) else np.zeros((0, 2), np.int64)
     windows, owner = [], []
-    for u, (a, b) in enumerate(ranges):
+    for u, (a, b) in enumerate(unit_token_ranges(doc, units)):
         if b <= a:
             continue  # a unit of whitespace only: no tokens, handled by the caller
         for s in range(a, b, width):
@@ -139,7 +144,7 @@ def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer
                                   sentence_ids=np.where(special, -1, u), tokens=[], doc_start=int(s),
                                   start_char=int(doc.offsets[s, 0]), end_char=int(doc.offsets[e - 1, 1])))
             owner.append(u)
-    return windows, np.asarray(owner, dtype=np.int64), ranges
+    return windows, np.asarray(owner, dtype=np.int64)
 
 
 def pool_units(acts_iter, n_units: int, weights: np.ndarray) -> np.ndarray:
@@ -219,7 +224,7 @@ class Segmenter:
         """Unit vectors for several documents, encoded in shared batches (less padding, fewer calls)."""
         windows, owners, bounds = [], [], [0]
         for doc, units in items:
-            w, o, _ = unit_windows(doc, units, self.loaded.tokenizer, self.max_tokens)
+            w, o = unit_windows(doc, units, self.loaded.tokenizer, self.max_tokens)
             windows.extend(w)
             owners.append(o + bounds[-1])
             bounds.append(bounds[-1] + len(units))
@@ -239,10 +244,6 @@ class Segmenter:
 
         x = pool_units(batches(), bounds[-1], self.topic_weights)
         return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
-
-    def count_windows(self, texts: Sequence[str]) -> int:
-        """How many model windows :meth:`segment_many` will run (for progress bars)."""
-        return sum(len(self.units(t)) for t in texts if t.strip())
 
     # ---------------------------------------------------------------- topics
     def segment(self, text: str, level: str = "topic", segments: int | None = None,
@@ -317,7 +318,8 @@ class Segmenter:
             # Limits are enforced on characters or tokens; with both, the tighter one wins
             # by searching on characters and forbidding spans over the token limit.
             chars = np.asarray([b - a for a, b in units], dtype=np.float64)
-            toks = _unit_token_counts(doc, units)
+            r = unit_token_ranges(doc, units)
+            toks = (r[:, 1] - r[:, 0]).astype(np.float64)
             if max_tokens is not None and max_chars is None:
                 sizes, limit = toks, float(max_tokens)
             else:
@@ -372,14 +374,6 @@ def _make_cost(x, sizes, limit, lower, max_units, token_limit):
     if sizes is not None and sizes.ndim == 2:
         return _TwoLimitCost(x, sizes[:, 0], sizes[:, 1], limit, float(token_limit), lower, max_units)
     return SegmentCost(x, sizes, limit, lower, max_units)
-
-
-def _unit_token_counts(doc: TokenizedText, units) -> np.ndarray:
-    """Tokens per unit including the model's special tokens, i.e. what a chunk costs to encode."""
-    starts = np.asarray([a for a, _ in units], dtype=np.int64)
-    first = np.searchsorted(doc.offsets[:, 0], starts, side="left") if len(doc) else np.zeros(len(units), np.int64)
-    ends = np.append(first[1:], len(doc))
-    return (ends - first).astype(np.float64)
 
 
 def _split_oversized(text, doc, units, max_chars, max_tokens):
