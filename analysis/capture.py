@@ -227,29 +227,14 @@ class TorchBackend:
         return HeadActivations(heads=sel, z=z, attention_mask=mask, attn=attn, fnorm=fnorm)
 
     def _value_norms(self, layer: int, x):
-        """``‖f_h(x_j)‖ [B, H, T]`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``."""
-        with self._torch.inference_mode():
-            return self._value_norms_inner(layer, x)
-
-    def _value_norms_inner(self, layer: int, x):
-        att = self.loaded.layers[layer].attention
-        info = self.loaded.info
-        H, d = info.num_heads, info.head_dim
-        B, T, _ = x.shape
-        v = att.self.value(x).view(B, T, H, d)
-        wo = att.output.dense.weight.view(-1, H, d)  # [hidden_out, H, d]
-        f = self._torch.einsum("bthd,ohd->bhto", v, wo)
-        return f.norm(dim=-1)
-
-    def value_transformed(self, layer: int, x) -> np.ndarray:
-        """``f_h(x_j) [B, H, T, hidden]`` for layer input ``x`` (used by tests and the norm study)."""
+        """``‖f_h(x_j)‖ [B, H, T]`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, for layer input ``x``."""
         att = self.loaded.layers[layer].attention
         info = self.loaded.info
         B, T, _ = x.shape
         with self._torch.inference_mode():
             v = att.self.value(x).view(B, T, info.num_heads, info.head_dim)
-            wo = att.output.dense.weight.view(-1, info.num_heads, info.head_dim)
-            return self._torch.einsum("bthd,ohd->bhto", v, wo).cpu().numpy()
+            wo = att.output.dense.weight.view(-1, info.num_heads, info.head_dim)  # [hidden_out, H, d]
+            return self._torch.einsum("bthd,ohd->bhto", v, wo).norm(dim=-1)
 
 
 def iter_batches(windows: Sequence[Window], batch_size: int) -> Iterator[list[Window]]:

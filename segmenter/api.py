@@ -410,7 +410,7 @@ def _best_cut(text, s, e, tok_start, tok_end):
         if s < c < e:
             return int(c)
     c = mid
-    # never cut inside a surrogate-free code point sequence like "\r\n"
+    # never split a "\r\n" pair
     if text[c - 1] == "\r" and text[c] == "\n" and c + 1 < e:
         c += 1
     return c
