@@ -10,7 +10,6 @@ from .model import EMBEDDED_NAME, LoadedModel, ModelInfo, load_model, wrap_model
 from .similarity import context_similarity, head_similarities
 from .text import TokenizedText, Window, make_windows, split_sentences, tokenize, windows_from_text
 
-__version__ = "0.1.0"
 
 __all__ = [
     "ArtifactError",
@@ -26,7 +25,6 @@ __all__ = [
     "TokenizedText",
     "TorchBackend",
     "Window",
-    "__version__",
     "all_heads",
     "context_similarity",
     "head_similarities",

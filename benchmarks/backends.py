@@ -48,7 +48,7 @@ def current_rss_mb() -> float:
 
 
 def load_docs(path: str, n: int):
-    from segmenter.evaluation.loaders import iter_documents
+    from headseg.segmenter.evaluation.loaders import iter_documents
 
     docs = list(iter_documents(path, limit=n))
     if not docs:
@@ -57,16 +57,16 @@ def load_docs(path: str, n: int):
 
 
 def make_profile(loaded, heads_spec: str | None, path: str | None = None):
-    from analysis.profile import HeadProfile
-    from segmenter.api import resolve_profile
+    from headseg.analysis.profile import HeadProfile
+    from headseg.segmenter.api import resolve_profile
 
     if path:
         return HeadProfile.load(path)
     if not heads_spec:
         return resolve_profile(loaded, None)
-    from export.cli import parse_heads
+    from headseg.cli.export import parse_heads
 
-    from analysis.profile import HeadProfile
+    from headseg.analysis.profile import HeadProfile
 
     heads = sorted(set(parse_heads(heads_spec)))
     info = loaded.info
@@ -88,8 +88,8 @@ def peak_rss_mb() -> float:
 
 
 def build_backend(cfg: dict, loaded, profile):
-    from analysis import TorchBackend
-    from export.backend import OnnxBackend
+    from headseg.analysis import TorchBackend
+    from headseg.export.backend import OnnxBackend
 
     if cfg["backend"] == "torch":
         return TorchBackend(loaded, device=cfg["device"])
@@ -98,13 +98,13 @@ def build_backend(cfg: dict, loaded, profile):
 
 
 def capture_windows(loaded, docs):
-    from analysis import windows_from_text
+    from headseg.analysis import windows_from_text
 
     return [w for d in docs for w in windows_from_text(d.text, loaded.tokenizer, max_tokens=128)]
 
 
 def capture_pass(backend, windows, heads) -> float:
-    from analysis import iter_batches
+    from headseg.analysis import iter_batches
 
     t = time.perf_counter()
     for batch in iter_batches(windows, 32):
@@ -120,7 +120,7 @@ def worker(cfg: dict) -> dict:
     docs = load_docs(cfg["data"], cfg["docs"])
     out = {"name": cfg["name"]}
     if cfg["kind"] in ("langchain", "chonkie"):
-        from segmenter.evaluation.baselines import METHODS
+        from headseg.segmenter.evaluation.baselines import METHODS
 
         m = METHODS[cfg["kind"]]()
         m.setup()
@@ -131,7 +131,7 @@ def worker(cfg: dict) -> dict:
         out["docs_per_s"] = len(docs) / (time.perf_counter() - t)
         out["peak_rss_mb"] = peak_rss_mb()
         return out
-    from analysis import load_model
+    from headseg.analysis import load_model
 
     loaded = load_model(None)
     profile = make_profile(loaded, None, cfg["profile"])
@@ -158,8 +158,8 @@ def export_all(loaded, profile, work: Path, fp16: bool, cuda: bool) -> dict:
     """Export (or reuse from ``work``) the graphs to compare: {(precision, truncated): (dir, manifest, seconds)}."""
     import logging
 
-    from export.artifact import read_manifest
-    from export.exporter import export_artifact
+    from headseg.export.artifact import read_manifest
+    from headseg.export.exporter import export_artifact
 
     logging.getLogger().setLevel(logging.ERROR)
     arts = {}
@@ -181,8 +181,8 @@ def export_all(loaded, profile, work: Path, fp16: bool, cuda: bool) -> dict:
 
 
 def pk_of(docs, boundaries_chars):
-    from segmenter.evaluation.loaders import snap_offsets
-    from segmenter.evaluation.metrics import score_document
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.evaluation.metrics import score_document
 
     vals = []
     for d, b in zip(docs, boundaries_chars):
@@ -230,8 +230,8 @@ def main(argv=None) -> int:
 
     import torch
 
-    from analysis import TorchBackend, load_model
-    from export.backend import OnnxBackend, cuda_provider_works
+    from headseg.analysis import TorchBackend, load_model
+    from headseg.export.backend import OnnxBackend, cuda_provider_works
 
     torch.set_num_threads(args.threads)
     loaded = load_model(None)
@@ -297,7 +297,7 @@ def main(argv=None) -> int:
     print(table(["config", "tokens/s", "× torch cpu", "peak RSS MB (own process)", "RSS after load MB"], rows))
 
     if args.segment or args.agreement or args.peers:
-        from segmenter.api import Segmenter
+        from headseg.segmenter.api import Segmenter
 
         segs = {"headseg torch cpu": Segmenter(model=loaded, profile=profile, backend=backends["torch cpu"])}
         for precision in ("fp32", "int8"):

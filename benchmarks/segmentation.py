@@ -33,10 +33,10 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from analysis.errors import HeadsegError  # noqa: E402
-from analysis.io import atomic_write_text  # noqa: E402
-from segmenter.evaluation.baselines import METHODS, make_method, parse_methods  # noqa: E402
-from segmenter.evaluation.harness import (  # noqa: E402
+from headseg.analysis.errors import HeadsegError  # noqa: E402
+from headseg.analysis.io import atomic_write_text  # noqa: E402
+from headseg.segmenter.evaluation.baselines import METHODS, make_method, parse_methods  # noqa: E402
+from headseg.segmenter.evaluation.harness import (  # noqa: E402
     Dataset,
     ResultStore,
     evaluate,
@@ -44,7 +44,7 @@ from segmenter.evaluation.harness import (  # noqa: E402
     format_tables,
     summarise,
 )
-from segmenter.evaluation.loaders import iter_documents  # noqa: E402
+from headseg.segmenter.evaluation.loaders import iter_documents  # noqa: E402
 
 DEFAULT_ROOT = REPO.parent / "shared/data/segmentation"
 

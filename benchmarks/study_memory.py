@@ -1,6 +1,6 @@
 """Peak memory of ``headseg study`` for different ``--samples``: it must not grow with the sample count.
 
-Each run is a separate subprocess (``python -m segmenter.cli study ...``), so
+Each run is a separate subprocess (``python -m headseg study ...``), so
 each peak RSS (read from the run's ``run.json``, i.e. ``getrusage`` of that
 process) is its own.  Prints a table.
 
@@ -34,7 +34,7 @@ def make_tiny(path: Path) -> None:
     import torch
     from transformers import BertConfig, BertModel
 
-    from analysis import load_model
+    from headseg.analysis import load_model
 
     tok = load_model(None).tokenizer
     torch.manual_seed(0)
@@ -45,7 +45,7 @@ def make_tiny(path: Path) -> None:
 
 
 def run_one(model: str, corpus: list[str], samples: int, out: Path, seq_len: int) -> dict:
-    cmd = [sys.executable, "-m", "segmenter.cli", "study", *corpus, "--out", str(out), "--samples", str(samples),
+    cmd = [sys.executable, "-m", "headseg", "study", *corpus, "--out", str(out), "--samples", str(samples),
            "--seq-len", str(seq_len), "--no-figures", "--quiet", "--force"]
     if model != "embedded":
         cmd += ["--model", model]

@@ -38,9 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analysis.text import Window  # noqa: E402
-from tui.app import create_app  # noqa: E402
-from tui.data import DocumentModel, PrecomputedSource, WindowMatrices  # noqa: E402
+from headseg.analysis.text import Window  # noqa: E402
+from headseg.tui.app import create_app  # noqa: E402
+from headseg.tui.data import DocumentModel, PrecomputedSource, WindowMatrices  # noqa: E402
 
 
 def synthetic_document(tokens: int = 128, layers: int = 6, heads: int = 12, d: int = 32) -> DocumentModel:
@@ -62,8 +62,8 @@ def synthetic_document(tokens: int = 128, layers: int = 6, heads: int = 12, d: i
 
 
 def model_document(path: Path) -> DocumentModel:
-    from analysis import load_model
-    from tui.data import ModelSource
+    from headseg.analysis import load_model
+    from headseg.tui.data import ModelSource
 
     loaded = load_model(None)
     doc = DocumentModel.from_text(path.read_text(encoding="utf-8"), ModelSource(loaded), max_tokens=128)

@@ -90,8 +90,8 @@ def main() -> None:
 
     import pysbd
 
-    from analysis.text import split_sentences
-    from segmenter.api import Segmenter
+    from headseg.analysis.text import split_sentences
+    from headseg.segmenter.api import Segmenter
 
     seg = Segmenter(backend="torch")
     if args.threshold is not None:

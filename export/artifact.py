@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.errors import ArtifactError
+from headseg.analysis.errors import ArtifactError
 
 MANIFEST_NAME = "manifest.json"
 GRAPH_NAME = "model.onnx"

@@ -16,10 +16,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from analysis.capture import HeadActivations, TorchBackend, normalise_heads, pad_batch
-from analysis.errors import ArtifactError, DeviceError, HeadsegError
-from analysis.model import LoadedModel
-from analysis.text import Window
+from headseg.analysis.capture import HeadActivations, TorchBackend, normalise_heads, pad_batch
+from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError
+from headseg.analysis.model import LoadedModel
+from headseg.analysis.text import Window
 
 from .artifact import PRECISIONS, cache_dir, check_graph_file, check_matches, read_manifest
 

@@ -18,10 +18,10 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.errors import ArtifactError, HeadsegError
-from analysis.io import atomic_write_json
-from analysis.model import LoadedModel
-from analysis.text import windows_from_text
+from headseg.analysis.errors import ArtifactError, HeadsegError
+from headseg.analysis.io import atomic_write_json
+from headseg.analysis.model import LoadedModel
+from headseg.analysis.text import windows_from_text
 
 from .artifact import GRAPH_NAME, MANIFEST_NAME, PRECISIONS, Manifest, file_sha256
 
@@ -143,7 +143,7 @@ def convert_precision(src: Path, dst: Path, precision: str) -> None:
 
 def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[str], device: str = "cpu") -> dict:
     """Max abs error of ``head_z`` (and the other outputs) vs the torch backend on sample windows."""
-    from analysis.capture import TorchBackend
+    from headseg.analysis.capture import TorchBackend
 
     from .backend import OnnxSession
 

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from analysis.errors import ModelError
+from headseg.analysis.errors import ModelError
 
 #: Additive bias for padded keys.  Not ``finfo(float32).min`` as transformers uses:
 #: after fp16 conversion that constant becomes -inf and ``0 * -inf`` is NaN.

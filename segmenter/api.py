@@ -21,12 +21,12 @@ from typing import Sequence
 
 import numpy as np
 
-from analysis.capture import HeadActivations, iter_batches
-from analysis.errors import HeadsegError, InputError, ProfileError
-from analysis.model import LoadedModel, load_model
-from analysis.profile import HeadProfile, default_profile_path
-from analysis.segments import Segment, Segmentation
-from analysis.text import TokenizedText, Window, tokenize
+from headseg.analysis.capture import HeadActivations, iter_batches
+from headseg.analysis.errors import HeadsegError, InputError, ProfileError
+from headseg.analysis.model import LoadedModel, load_model
+from headseg.analysis.profile import HeadProfile, default_profile_path
+from headseg.analysis.segments import Segment, Segmentation
+from headseg.analysis.text import TokenizedText, Window, tokenize
 
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
 from .units import UnitParams, find_units
@@ -95,14 +95,14 @@ def make_backend(loaded: LoadedModel, profile: HeadProfile, backend="auto", devi
     if backend not in ("auto", "torch", "onnx"):
         raise HeadsegError(f"unknown backend '{backend}' (use auto, torch or onnx)")
     try:
-        from export.backend import make_backend as export_make_backend
+        from headseg.export.backend import make_backend as export_make_backend
     except ImportError:
         export_make_backend = None
     if export_make_backend is not None:
         return export_make_backend(loaded, profile, backend=backend, device=device)
     if backend == "onnx":
         raise HeadsegError("the ONNX backend is not available in this installation")
-    from analysis.capture import TorchBackend
+    from headseg.analysis.capture import TorchBackend
 
     return TorchBackend(loaded, device="cpu" if device in (None, "auto") else device)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError
 
 
 class SegmentCost:

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.norms import is_punctuation
-from analysis.text import Window, split_sentences
+from headseg.analysis.norms import is_punctuation
+from headseg.analysis.text import Window, split_sentences
 
 
 @dataclass
@@ -176,7 +176,7 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     if mode == "rules" or segmenter is None:
         return _merge_blank(text, split_sentences(text))
     if doc is None:
-        from analysis.text import tokenize
+        from headseg.analysis.text import tokenize
 
         doc = tokenize(text, segmenter.loaded.tokenizer)
     base = _lines(text) if mode == "heads" else split_sentences(text)

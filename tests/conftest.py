@@ -17,7 +17,7 @@ SAMPLE = (
 
 @pytest.fixture(scope="session")
 def embedded():
-    from analysis import load_model
+    from headseg.analysis import load_model
 
     return load_model(None)
 
@@ -26,7 +26,7 @@ def embedded_tokenizer():
     """The embedded model's tokenizer alone: tiny random models need its ids, not its weights."""
     from transformers import AutoTokenizer
 
-    from analysis.model import embedded_model_path
+    from headseg.analysis.model import embedded_model_path
 
     return AutoTokenizer.from_pretrained(str(embedded_model_path()), use_fast=True, local_files_only=True)
 
@@ -40,7 +40,7 @@ def _tiny(kind: str, tokenizer, seed: int = 0):
     import torch
     from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
-    from analysis import wrap_model
+    from headseg.analysis import wrap_model
 
     torch.manual_seed(seed)
     common = dict(

@@ -20,7 +20,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Input, Static
 
-from analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError
 
 from .data import (
     DEFAULT_HEAD_BYTES,
@@ -243,7 +243,7 @@ class HeadsegApp(App):
             path = self.path if self.path is not None else _default_sample()
             text, note = read_document(path, head_bytes=self.head_bytes)
         if self.loaded is None:
-            from analysis.model import load_model
+            from headseg.analysis.model import load_model
 
             self.loaded = load_model(self.model_spec)
         return DocumentModel.from_text(
@@ -263,7 +263,7 @@ class HeadsegApp(App):
             except HeadsegError as exc:
                 notes.append((str(exc), "error"))
         self._profile_heads = []
-        from analysis.profile import HeadProfile, default_profile_path
+        from headseg.analysis.profile import HeadProfile, default_profile_path
 
         path = self.profile_path
         explicit = path is not None

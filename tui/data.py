@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.errors import HeadsegError, InputError
-from analysis.io import atomic_save_npz, decode_text, read_text
-from analysis.norms import norm_weighted_attention
-from analysis.similarity import context_similarity
-from analysis.text import Window, make_windows, split_sentences, tokenize
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import atomic_save_npz, decode_text, read_text
+from headseg.analysis.norms import norm_weighted_attention
+from headseg.analysis.similarity import context_similarity
+from headseg.analysis.text import Window, make_windows, split_sentences, tokenize
 
 #: Matrix kinds the matrix pane cycles through with ``a``.
 KINDS = ("similarity", "attention", "norm", "sentences")
@@ -111,7 +111,7 @@ class ModelSource:
         return self.loaded.tokenizer
 
     def compute(self, window: Window) -> WindowMatrices:
-        from analysis.capture import TorchBackend
+        from headseg.analysis.capture import TorchBackend
 
         with self._lock:
             if self._backend is None:
@@ -374,7 +374,7 @@ class AutoSegmenter:
 
     def __call__(self, text: str) -> tuple[Segmentation, str]:
         try:
-            from segmenter.api import Segmenter
+            from headseg.segmenter.api import Segmenter
         except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
             return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
         try:

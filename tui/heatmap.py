@@ -17,7 +17,7 @@ from rich.color import Color, ColorSystem
 from rich.segment import Segment
 from rich.style import Style
 
-from analysis.errors import InputError
+from headseg.analysis.errors import InputError
 
 #: viridis at 9 evenly spaced points (matplotlib), interpolated linearly.
 _VIRIDIS = np.array(

@@ -15,8 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from analysis.errors import HeadsegError, InputError
-from analysis.io import atomic_write_text
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import atomic_write_text
 
 
 def _size(value: str) -> tuple[int, int]:

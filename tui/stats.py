@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.errors import InputError
+from headseg.analysis.errors import InputError
 
 #: Display names of the statistics computed from the document, in grid order.
 DOC_STATS = ("separator focus", "within-sentence share", "repetition", "mean distance")
@@ -30,7 +30,7 @@ def top_pairs_per_head(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices ``(i, j)`` (each ``[N, k]``, ``i < j``) of the ``k`` largest entries above the diagonal.
 
     ``s [N, n, n]``.  Ties are broken by position (a stable sort), the same
-    order as :func:`analysis.inspect_cmd.top_pairs`.
+    order as :func:`headseg.analysis.inspect.top_pairs`.
     """
     n = s.shape[-1]
     iu, ju = np.triu_indices(n, k=1)

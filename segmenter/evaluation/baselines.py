@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError
 
 from .loaders import Document, snap_offsets
 
@@ -238,7 +238,7 @@ class EmbeddingCosineMethod(Method):
         self.loaded = None
 
     def setup(self):
-        from analysis.model import load_model
+        from headseg.analysis.model import load_model
 
         self.loaded = load_model(self.model_spec)
 
@@ -376,7 +376,7 @@ class LangChainMethod(Method):
             raise MethodUnavailable(
                 "langchain needs langchain-experimental and langchain-huggingface (pip install 'headseg[bench]')"
             ) from exc
-        from analysis.model import embedded_model_path
+        from headseg.analysis.model import embedded_model_path
 
         self._cls = SemanticChunker
         self.embeddings = _cached_embeddings(
@@ -437,7 +437,7 @@ class ChonkieMethod(Method):
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
             raise MethodUnavailable("chonkie needs chonkie and sentence-transformers (pip install 'headseg[bench]')") from exc
-        from analysis.model import embedded_model_path
+        from headseg.analysis.model import embedded_model_path
 
         import warnings
 
@@ -472,7 +472,7 @@ class HeadsegMethod(Method):
 
     def setup(self):
         try:
-            from segmenter.api import Segmenter
+            from headseg.segmenter.api import Segmenter
         except ImportError as exc:
             raise MethodUnavailable(f"headseg's segmenter API is not available ({exc})") from exc
         self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from analysis.errors import HeadsegError, InputError
-from analysis.io import atomic_write_json
-from analysis.progress import Progress
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import atomic_write_json
+from headseg.analysis.progress import Progress
 
 from .baselines import Method
 from .loaders import Document
@@ -324,7 +324,7 @@ def check_k_modes(methods: Sequence[Method], oracle_k: bool) -> list[str]:
 def load_datasets(paths: Sequence[str], fmt: str = "auto", wiki_level: int | None = None,
                   limit: int | None = None, encoding: str = "utf-8", max_bytes: int | None = None,
                   names: Sequence[str] | None = None) -> list[Dataset]:
-    from analysis.io import DEFAULT_MAX_BYTES
+    from headseg.analysis.io import DEFAULT_MAX_BYTES
 
     from .loaders import iter_documents
 

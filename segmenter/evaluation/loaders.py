@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from analysis.errors import InputError
-from analysis.io import DEFAULT_MAX_BYTES, read_text
+from headseg.analysis.errors import InputError
+from headseg.analysis.io import DEFAULT_MAX_BYTES, read_text
 
 FORMATS = ("auto", "choi", "wiki", "dialogue", "jsonl")
 
@@ -251,7 +251,7 @@ def _json_doc(obj, path: str, lineno: int) -> Document:
             raise _err(path, lineno, "missing 'boundaries' (unit indices) or 'labels' (0/1 per sentence)")
         return Document(id=doc_id, units=units, boundaries=bounds, source=f"{path}:{lineno}")
     if "text" in obj:
-        from analysis.text import split_sentences
+        from headseg.analysis.text import split_sentences
 
         text = obj["text"]
         b = obj.get("boundaries")

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from analysis.errors import InputError
+from headseg.analysis.errors import InputError
 
 METRIC_NAMES = ("pk", "windowdiff", "b", "precision", "recall", "f1", "precision_1", "recall_1", "f1_1")
 

@@ -1,0 +1,90 @@
+"""The ``headseg`` command line: one module per command, shared options in :mod:`.options`.
+
+Each command module exposes ``register(subparsers)`` and sets ``args.func``.
+Command modules import only what parsing needs; optional extras (export, tui,
+bench) are imported when the command runs, and a missing one is reported with
+the extra to install.  Every :class:`HeadsegError` becomes one line on stderr
+and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from headseg.analysis.errors import HeadsegError, InputError
+
+from . import evaluate, export, inspect, segment, study, tui
+
+#: command modules, in the order ``--help`` lists them
+COMMANDS = (segment, inspect, study, evaluate, export, tui)
+
+#: top-level modules of each optional extra: a command that needs a missing one
+#: names the extra to install instead of failing with an import traceback
+EXTRAS = {
+    "optimum": "export", "onnx": "export", "textual": "tui", "rich": "tui", "matplotlib": "tui",
+    "nltk": "bench", "langchain_experimental": "bench", "langchain_huggingface": "bench",
+    "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray",
+}
+
+
+def _version() -> str:
+    from headseg import __version__
+
+    return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="headseg",
+        description="Text segmentation from the attention heads of a BERT-family encoder.",
+    )
+    parser.add_argument("--version", action="version", version=f"headseg {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in COMMANDS:
+        mod.register(sub)
+    return parser
+
+
+def _configure_process() -> None:
+    """The command line owns its process: quiet third-party chatter that is not meant for users."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    import logging
+
+    # onnxruntime's quantiser and transformers log advice on the root logger.
+    logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger("headseg").setLevel(logging.WARNING)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    _configure_process()
+    try:
+        rc = args.func(args)
+    except HeadsegError as exc:
+        print(f"headseg: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRAS:
+            raise
+        print(f"headseg: error: `headseg {args.command}` needs the '{EXTRAS[top]}' extra "
+              f"(pip install 'headseg[{EXTRAS[top]}]'); module '{top}' is missing", file=sys.stderr)
+        return InputError.exit_code
+    except KeyboardInterrupt:
+        print("headseg: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # Output piped into e.g. `head`: quietly stop.
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    return int(rc or 0)

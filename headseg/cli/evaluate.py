@@ -1,0 +1,81 @@
+"""``headseg evaluate``: score segmenters against labelled boundaries."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from headseg.analysis.errors import HeadsegError
+
+from headseg.segmenter.evaluation.baselines import METHODS, make_method, parse_methods
+from headseg.segmenter.evaluation.harness import ResultStore, check_k_modes, evaluate, format_tables, load_datasets
+from headseg.segmenter.evaluation.loaders import FORMATS
+
+from . import options
+
+DEFAULT_METHODS = "headseg,texttiling,embedding-cosine,langchain,chonkie,random,even"
+
+
+def build_methods(names, args) -> list:
+    out = []
+    for name in names:
+        if name == "headseg":
+            out.append(make_method(name, model=args.model, profile=args.profile, backend=args.backend))
+        elif name == "embedding-cosine":
+            out.append(make_method(name, model=args.model))
+        elif name == "random":
+            out.append(make_method(name, seed=args.seed))
+        else:
+            out.append(make_method(name))
+    return out
+
+
+def run(args) -> int:
+    names = parse_methods(args.method)
+    if args.limit is not None and args.limit < 1:
+        raise HeadsegError("--limit must be at least 1")
+    if args.wiki_level is not None and args.wiki_level < 1:
+        raise HeadsegError("--wiki-level must be at least 1")
+    datasets = load_datasets(args.data, fmt=args.format, wiki_level=args.wiki_level, limit=args.limit,
+                             encoding=args.encoding, max_bytes=args.max_bytes)
+    methods = build_methods(names, args)
+    store = ResultStore(args.out)
+    no_k = check_k_modes(methods, args.oracle_k)
+    if no_k and not args.quiet:
+        print(f"note: {', '.join(no_k)} cannot be told the number of segments; run without it", file=sys.stderr)
+    summaries = evaluate(datasets, methods, oracle_k=args.oracle_k, store=store, quiet=args.quiet, redo=args.redo)
+    if args.json:
+        print(json.dumps([s.to_dict() for s in summaries], indent=2, ensure_ascii=False))
+    else:
+        print(format_tables(summaries))
+    if args.out and not args.quiet:
+        print(f"results written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "evaluate", help="score segmenters against labelled boundaries (Pk, WindowDiff, B, P/R/F1)",
+        description="Run segmentation methods on labelled data and print, per data set and method, Pk, "
+                    "WindowDiff, boundary similarity B, boundary precision/recall/F1 (exact and within one "
+                    "unit), predicted vs reference segments (mean ± std over documents) and documents/s. "
+                    "Each DATA is a file or a directory of files; a directory is one data set.")
+    p.add_argument("data", nargs="+", metavar="DATA", help="data file or directory (one data set each)")
+    p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect per file)")
+    p.add_argument("--method", default=DEFAULT_METHODS, metavar="M[,M...]",
+                   help=f"methods to run, comma-separated, or 'all' (from: {', '.join(METHODS)})")
+    p.add_argument("--oracle-k", action="store_true",
+                   help="tell each method that can take it the reference number of segments")
+    p.add_argument("--out", metavar="RESULTS.json",
+                   help="keep every per-document result here (rewritten as it goes; a re-run skips what is done)")
+    p.add_argument("--redo", action="store_true", help="with --out: run the methods again even where results exist")
+    p.add_argument("--limit", type=int, metavar="N", help="at most N documents per data set")
+    p.add_argument("--wiki-level", type=int, metavar="L", help="Wiki format: only sections of level <= L open segments")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
+    options.add_model(p)
+    options.add_profile(p, "head profile for the headseg method")
+    p.add_argument("--backend", default="auto", help="backend for the headseg method (default auto)")
+    p.add_argument("--json", action="store_true", help="print the summaries as JSON")
+    options.add_quiet(p)
+    options.add_input(p)
+    p.set_defaults(func=run)

@@ -1,0 +1,130 @@
+"""``headseg export``: write the selected heads as an ONNX artifact (graph + manifest)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from headseg.analysis.errors import HeadsegError, ProfileError
+from headseg.analysis.model import load_model
+from headseg.analysis.profile import HeadProfile, default_profile_path
+
+from headseg.export.artifact import PRECISIONS, cache_dir
+from headseg.export.exporter import DEFAULT_OPSET, export_artifact
+
+from . import options
+
+
+def parse_heads(spec: str) -> list[tuple[int, int]]:
+    """``"5:0,5:7,2:3"`` → ``[(5, 0), (5, 7), (2, 3)]``."""
+    out = []
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            l, h = item.split(":")
+            out.append((int(l), int(h)))
+        except ValueError:
+            raise HeadsegError(f"--heads: '{item}' is not LAYER:HEAD (e.g. --heads 5:0,5:7)") from None
+    if not out:
+        raise HeadsegError("--heads: no heads given")
+    return out
+
+
+def resolve_profile(args, loaded) -> HeadProfile:
+    """The profile named by ``--profile``/``--heads``, else the shipped default; checked against the model."""
+    if args.heads and args.profile:
+        raise HeadsegError("give either --profile or --heads, not both")
+    if args.heads:
+        heads = sorted(set(parse_heads(args.heads)))
+        info = loaded.info
+        profile = HeadProfile(
+            model_fingerprint=info.fingerprint,
+            heads=heads,
+            weights=[1.0] * len(heads),
+            model_name=info.name,
+            num_layers=info.num_layers,
+            num_heads=info.num_heads,
+            corpus="(--heads on the command line)",
+            # The same heads for topics, so that exactly these heads are exported.
+            topic_heads=heads,
+        )
+    else:
+        path = args.profile or default_profile_path()
+        if args.profile is None and not default_profile_path().is_file():
+            raise ProfileError(
+                f"no --profile given and the default profile {default_profile_path()} does not exist; "
+                "pass --profile heads.json (from `headseg study`) or --heads L:H,..."
+            )
+        profile = HeadProfile.load(path)
+    profile.check_model(loaded.info)
+    return profile
+
+
+def run(args) -> int:
+    if args.out and args.cache:
+        raise HeadsegError("give either --out DIR or --cache, not both")
+    loaded = load_model(args.model)
+    profile = resolve_profile(args, loaded)
+    phash = profile.hash()
+    out = args.out or cache_dir(loaded.info.fingerprint, phash, args.precision)
+    # Unit-detection and topic heads alike: every head the segmenter will ask for.
+    heads = profile.capture_heads
+    if not args.quiet:
+        print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
+              f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {args.precision} ...", file=sys.stderr)
+    m = export_artifact(
+        loaded,
+        heads,
+        phash,
+        out,
+        precision=args.precision,
+        attention=args.attention,
+        norms=args.norms,
+        truncate=not args.no_truncate,
+        opset=args.opset,
+        parity_device=args.device,
+    )
+    if args.json:
+        print(json.dumps({"artifact": str(out), **m.to_dict()}, indent=2))
+        return 0
+    p = m.parity
+    print(f"artifact: {out}")
+    print(f"  graph {m.graph_bytes / 1e6:.1f} MB, {m.precision}, opset {m.opset}, "
+          f"layers exported {m.layers_exported}/{m.num_layers}, outputs {', '.join(m.outputs)}")
+    if "z_max_abs_error" in p:
+        print(f"  parity vs torch on {p['windows']} windows ({p['tokens']} tokens, {p['device']}): "
+              f"max abs error {p['z_max_abs_error']:.3g} (|z| up to {p['z_max_abs_value']:.3g}), "
+              f"min cosine {p['z_min_cosine']:.6f}")
+    else:
+        print(f"  parity not measured: {p.get('not_measured', '?')}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export the selected heads to ONNX (graph + manifest)",
+        description="Export the heads of a head profile to an ONNX graph that returns their per-head context "
+                    "vectors [batch, heads, tokens, head_dim]; layers above the deepest selected head are left out. "
+                    "Writes model.onnx and manifest.json to --out DIR, or to the cache "
+                    "($HEADSEG_CACHE or ~/.cache/headseg, onnx/<model>-<profile>-<precision>/) that "
+                    "`--backend auto` looks in.",
+    )
+    options.add_model(p)
+    options.add_profile(p)
+    p.add_argument("--heads", metavar="L:H,...", default=None, help="export these heads instead of a profile")
+    p.add_argument("--out", metavar="DIR", default=None, help="artifact directory (default: the cache)")
+    p.add_argument("--cache", action="store_true", help="write into the cache (the default when --out is omitted)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="fp32; fp16 (for GPUs); int8 (dynamic quantisation, for CPUs)")
+    p.add_argument("--attention", action="store_true", help="also output the heads' attention rows [B, N, T, T]")
+    p.add_argument("--norms", action="store_true", help="also output the value-vector norms ‖f_h(x)‖ [B, N, T]")
+    p.add_argument("--no-truncate", action="store_true",
+                   help="keep every layer in the graph (only to measure what truncation buys)")
+    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default {DEFAULT_OPSET})")
+    options.add_device(p)
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    options.add_quiet(p)
+    p.set_defaults(func=run)

@@ -1,0 +1,101 @@
+"""``headseg study``: the similarity-matrix study over a corpus, its report and the head profile."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from headseg.analysis.model import load_model
+from headseg.analysis.study import Study, StudyConfig, run_study
+
+from . import options
+
+
+def run(args) -> int:
+    cfg = StudyConfig(
+        corpus=list(args.corpus),
+        out=args.out,
+        samples=args.samples,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        top_fraction=args.top_fraction,
+        attention_threshold=args.attention_threshold,
+        short_range=args.short_range,
+        null_permutations=args.null_permutations,
+        max_heads=args.max_heads,
+        min_heads=args.min_heads,
+        corpus_name=args.corpus_name or "",
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        force=args.force,
+        encoding=args.encoding,
+        max_bytes=args.max_bytes,
+        device=args.device,
+        figures=not args.no_figures,
+        quiet=args.quiet,
+        command="headseg study " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
+    )
+    loaded = load_model(args.model)
+    if args.report_only:
+        cfg.resume = True
+        report = Study(cfg, loaded).report_from_checkpoint()
+        print(f"interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
+              file=sys.stderr)
+    else:
+        report = run_study(cfg, loaded, stop_after_batches=args.stop_after_batches)
+    if report is None:
+        print(f"stopped after {args.stop_after_batches} batches; continue with --resume", file=sys.stderr)
+        return 0
+    if not args.quiet:
+        print(f"{report['windows']:,} windows; wrote report.json, report.md, heads.json to {args.out}")
+        for c in report["claims"]:
+            print(f"  {c['verdict']:>15}: {c['claim']}")
+        sel = ", ".join(f"L{s['layer']}H{s['head']} ({s['weight']:.2f})" for s in report["selection"]["selected"])
+        print(f"selected heads: {sel}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "study",
+        help="run the similarity-matrix study on a corpus and select heads",
+        description="Stream windows of a corpus through the model, accumulate per-head statistics of the "
+                    "context similarity matrices, and write report.json, report.md, PNG figures and heads.json "
+                    "(the head profile) to --out.  Interrupted runs continue with --resume.",
+    )
+    p.add_argument("corpus", nargs="+", metavar="CORPUS",
+                   help="text files, folders (*.txt, *.ref, *.text, *.md, *.jsonl inside, recursively) or JSONL files "
+                        "with a \"text\" field; '==========' lines are removed")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    options.add_model(p)
+    p.add_argument("--samples", type=int, default=20000, help="number of windows (default 20000)")
+    p.add_argument("--seq-len", type=int, default=128, help="window length in tokens incl. special tokens (default 128)")
+    p.add_argument("--seed", type=int, default=0, help="seed for sample drawing and the permutation null")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--top-fraction", type=float, default=0.05,
+                   help="share of pairs per matrix that count as high-similarity elements (default 0.05)")
+    p.add_argument("--attention-threshold", type=float, default=1.0,
+                   help="attention variant: symmetrised attention at least this multiple of uniform (default 1)")
+    p.add_argument("--short-range", type=int, default=8, help="distance up to which a pair is short-range (default 8)")
+    p.add_argument("--null-permutations", type=int, default=4, help="permutations per window for the focus null")
+    p.add_argument("--max-heads", type=int, default=12, help="at most this many heads in heads.json")
+    p.add_argument("--min-heads", type=int, default=8, help="at least this many heads in heads.json")
+    p.add_argument("--corpus-name", help="description of the corpus recorded in the outputs")
+    p.add_argument("--checkpoint-every", type=int, default=20, help="checkpoint every N batches (default 20)")
+    p.add_argument("--resume", action="store_true", help="continue from DIR/checkpoint.npz")
+    p.add_argument("--force", action="store_true", help="write into a non-empty DIR, starting over")
+    p.add_argument("--stop-after-batches", type=int, default=None, help=argparse_suppress())
+    p.add_argument("--report-only", action="store_true",
+                   help="write the outputs from DIR/checkpoint.npz as it stands (interim report), processing nothing")
+    options.add_device(p)
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    options.add_quiet(p, "no progress bar or summary")
+    options.add_input(p)
+    p.set_defaults(func=run)
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS

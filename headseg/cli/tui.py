@@ -1,0 +1,63 @@
+"""``headseg tui``: the interactive inspector (see :mod:`tui.app`)."""
+
+from __future__ import annotations
+
+from headseg.analysis.errors import InputError
+
+from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS
+
+
+def register(sub) -> None:
+    from . import options
+
+    p = sub.add_parser(
+        "tui",
+        help="interactive viewer of head matrices and segment boundaries",
+        description="A terminal app showing, window by window, each head's context similarity matrix, "
+        "attention, norm-weighted attention and sentence blocks, a layer x head grid coloured by a "
+        "statistic, and the document with its units and topic segments. Press ? in the app for keys.",
+    )
+    p.add_argument("file", nargs="?", metavar="FILE", help="text file to inspect (default: the bundled sample)")
+    options.add_model(p)
+    p.add_argument("--profile", metavar="heads.json", help="head profile whose heads are marked (default: the shipped one)")
+    p.add_argument("--report", metavar="DIR/report.json", help="study report with per-head statistics for the grid")
+    p.add_argument("--max-tokens", type=int, default=128, help="window size in tokens (default 128)")
+    p.add_argument("--max-windows", type=int, default=DEFAULT_MAX_WINDOWS,
+                   help=f"show at most this many windows of a long text (default {DEFAULT_MAX_WINDOWS})")
+    p.add_argument("--head-bytes", type=int, default=DEFAULT_HEAD_BYTES,
+                   help=f"read only this many bytes of a larger file (default {DEFAULT_HEAD_BYTES:,})")
+    p.add_argument("--colors", choices=("auto", "truecolor", "256"), default="auto",
+                   help="heatmap colours; auto = truecolor when $COLORTERM says so, else 256")
+    p.add_argument("--export-dir", default=".", metavar="DIR", help="where `e` saves PNGs (default: .)")
+    p.add_argument("--no-segmenter", action="store_true", help="mark sentences only (skip the segmenter)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.max_tokens < 8:
+        raise InputError(f"--max-tokens {args.max_tokens} is too small (at least 8)")
+    if args.max_windows < 1:
+        raise InputError("--max-windows must be at least 1")
+    if args.head_bytes < 1:
+        raise InputError("--head-bytes must be at least 1")
+    if args.file is not None and args.file != "-":
+        from pathlib import Path
+
+        if not Path(args.file).exists():
+            raise InputError(f"{args.file}: no such file")
+    from headseg.tui.app import create_app
+
+    app = create_app(
+        args.file,
+        model=args.model,
+        profile=args.profile,
+        report=args.report,
+        segmenter=None if args.no_segmenter else "auto",
+        max_tokens=args.max_tokens,
+        max_windows=args.max_windows,
+        head_bytes=args.head_bytes,
+        color_system=args.colors,
+        export_dir=args.export_dir,
+    )
+    app.run()
+    return 0

@@ -1,0 +1,78 @@
+"""Sentences, tokenization with offsets, windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headseg.analysis import make_windows, split_sentences, tokenize
+from headseg.analysis.errors import InputError
+
+
+def test_split_sentences_examples():
+    text = "Dr. Smith arrived. He sat down!  Then: nothing?\nNew line here\r\nAnd the end"
+    spans = split_sentences(text)
+    parts = [text[a:b] for a, b in spans]
+    assert parts == ["Dr. Smith arrived. ", "He sat down!  ", "Then: nothing?\n", "New line here\r\n", "And the end"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .!?\n\r\t\"')…é😀中")), max_size=80))
+def test_split_sentences_tiles_any_text(text):
+    spans = split_sentences(text)
+    assert "".join(text[a:b] for a, b in spans) == text
+    assert all(b > a for a, b in spans)
+    assert all(spans[i][1] == spans[i + 1][0] for i in range(len(spans) - 1))
+
+
+def test_tokenize_offsets_point_at_the_token(tokenizer):
+    text = "Héllo   world, the CAT's 3.5 kg!\nNext line."
+    doc = tokenize(text, tokenizer)
+    assert len(doc) > 5
+    prev_end = 0
+    for tid, (a, b) in zip(doc.ids, doc.offsets):
+        assert prev_end <= a < b <= len(text)
+        piece = tokenizer.convert_ids_to_tokens(int(tid)).removeprefix("##")
+        # the uncased vocabulary lowercases and strips accents
+        assert tokenizer.backend_tokenizer.normalizer.normalize_str(text[a:b]) == piece
+        prev_end = b
+    # sentence ids follow the sentence spans
+    starts = [s for s, _ in doc.sentences]
+    for (a, _), sid in zip(doc.offsets, doc.sentence_ids):
+        assert starts[sid] <= a and (sid + 1 == len(starts) or a < starts[sid + 1])
+    assert doc.sentence_ids[-1] == 1  # "...kg!\n" and "Next line."
+
+
+def test_windows_cover_the_document_with_stride(tokenizer):
+    text = " ".join(f"word{i} is here." for i in range(200))
+    doc = tokenize(text, tokenizer)
+    wins = make_windows(doc, tokenizer, max_tokens=32, stride=10)
+    width = 30
+    assert all(len(w) <= 32 for w in wins)
+    assert wins[0].doc_start == 0
+    assert wins[-1].doc_start + width == len(doc)  # last window aligned to the end
+    assert all(b.doc_start - a.doc_start <= 10 for a, b in zip(wins, wins[1:]))
+    covered = np.zeros(len(doc), bool)
+    for w in wins:
+        assert w.tokens[0] == "[CLS]" and w.tokens[-1] == "[SEP]"
+        assert w.special.tolist() == [True] + [False] * (len(w) - 2) + [True]
+        assert w.sentence_ids[0] == -1 and w.sentence_ids[-1] == -1
+        np.testing.assert_array_equal(w.input_ids[1:-1], doc.ids[w.doc_start : w.doc_start + len(w) - 2])
+        np.testing.assert_array_equal(w.offsets[1:-1], doc.offsets[w.doc_start : w.doc_start + len(w) - 2])
+        assert w.start_char == w.offsets[1, 0] and w.end_char == w.offsets[-2, 1]
+        covered[w.doc_start : w.doc_start + len(w) - 2] = True
+    assert covered.all()
+    # no overlap by default
+    plain = make_windows(doc, tokenizer, max_tokens=32)
+    assert [w.doc_start for w in plain[:-1]] == list(range(0, 30 * (len(plain) - 1), 30))
+
+
+def test_windows_bad_parameters(tokenizer):
+    doc = tokenize("some text here", tokenizer)
+    with pytest.raises(InputError):
+        make_windows(doc, tokenizer, max_tokens=2)
+    with pytest.raises(InputError):
+        make_windows(doc, tokenizer, max_tokens=16, stride=15)
+    assert make_windows(tokenize("", tokenizer), tokenizer) == []
