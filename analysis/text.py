@@ -134,6 +134,57 @@ def _specials(tokenizer) -> tuple[list[int], list[int]]:
     return list(probe), []
 
 
+def make_window(
+    doc: TokenizedText,
+    start: int,
+    end: int,
+    tokenizer,
+    index: int = 0,
+    sentence_id: int | None = None,
+    with_tokens: bool = True,
+) -> Window:
+    """The one model input for content tokens ``[start, end)`` of ``doc``: special tokens around them.
+
+    Every window in headseg is built here.  Special tokens get the empty span at
+    the window's edge and sentence id -1; ``sentence_id`` overrides the content
+    tokens' sentence ids (a segmenter unit, say).  ``with_tokens=False`` skips
+    the token strings, which only displays need.
+    """
+    if not 0 <= start < end <= len(doc):
+        raise InputError(f"window [{start}, {end}) is outside the document's {len(doc)} tokens")
+    before, after = _specials(tokenizer)
+    ids = np.concatenate([np.asarray(before, np.int64), doc.ids[start:end], np.asarray(after, np.int64)])
+    c0, c1 = int(doc.offsets[start, 0]), int(doc.offsets[end - 1, 1])
+    offsets = np.concatenate(
+        [np.full((len(before), 2), c0, np.int64), doc.offsets[start:end], np.full((len(after), 2), c1, np.int64)]
+    )
+    special = np.zeros(len(ids), dtype=bool)
+    special[: len(before)] = True
+    special[len(ids) - len(after) :] = True
+    content = doc.sentence_ids[start:end] if sentence_id is None else np.full(end - start, sentence_id, np.int64)
+    sent = np.concatenate([np.full(len(before), -1, np.int64), content, np.full(len(after), -1, np.int64)])
+    return Window(
+        index=index,
+        input_ids=ids,
+        offsets=offsets,
+        special=special,
+        sentence_ids=sent,
+        tokens=tokenizer.convert_ids_to_tokens(ids.tolist()) if with_tokens else [],
+        doc_start=start,
+        start_char=c0,
+        end_char=c1,
+    )
+
+
+def window_width(tokenizer, max_tokens: int) -> int:
+    """Content tokens that fit in a window of ``max_tokens`` with the tokenizer's special tokens."""
+    before, after = _specials(tokenizer)
+    width = max_tokens - len(before) - len(after)
+    if width < 1:
+        raise InputError(f"max_tokens={max_tokens} leaves no room for text after {len(before) + len(after)} special tokens")
+    return width
+
+
 def make_windows(
     doc: TokenizedText,
     tokenizer,
@@ -146,11 +197,7 @@ def make_windows(
     ``None`` means no overlap.  The last window is aligned to the end of the
     document so that every window except a single short one is full.
     """
-    before, after = _specials(tokenizer)
-    n_special = len(before) + len(after)
-    width = max_tokens - n_special
-    if width < 1:
-        raise InputError(f"max_tokens={max_tokens} leaves no room for text after {n_special} special tokens")
+    width = window_width(tokenizer, max_tokens)
     if stride is None:
         stride = width
     if stride < 1 or stride > width:
@@ -161,35 +208,7 @@ def make_windows(
     starts = list(range(0, max(n - width, 0) + 1, stride))
     if starts[-1] + width < n:
         starts.append(n - width)
-    conv = tokenizer.convert_ids_to_tokens
-    windows = []
-    for wi, s in enumerate(starts):
-        e = min(s + width, n)
-        ids = np.concatenate([np.asarray(before, np.int64), doc.ids[s:e], np.asarray(after, np.int64)])
-        c0, c1 = int(doc.offsets[s, 0]), int(doc.offsets[e - 1, 1])
-        offsets = np.concatenate(
-            [np.full((len(before), 2), c0, np.int64), doc.offsets[s:e], np.full((len(after), 2), c1, np.int64)]
-        )
-        special = np.zeros(len(ids), dtype=bool)
-        special[: len(before)] = True
-        special[len(ids) - len(after) :] = True
-        sent = np.concatenate(
-            [np.full(len(before), -1, np.int64), doc.sentence_ids[s:e], np.full(len(after), -1, np.int64)]
-        )
-        windows.append(
-            Window(
-                index=wi,
-                input_ids=ids,
-                offsets=offsets,
-                special=special,
-                sentence_ids=sent,
-                tokens=conv(ids.tolist()),
-                doc_start=s,
-                start_char=c0,
-                end_char=c1,
-            )
-        )
-    return windows
+    return [make_window(doc, s, min(s + width, n), tokenizer, index=wi) for wi, s in enumerate(starts)]
 
 
 def windows_from_text(text: str, tokenizer, max_tokens: int = 128, stride: int | None = None) -> list[Window]:

@@ -26,7 +26,7 @@ from headseg.analysis.errors import HeadsegError, InputError, ProfileError
 from headseg.analysis.model import LoadedModel, load_model
 from headseg.analysis.profile import HeadProfile, default_profile_path
 from headseg.analysis.segments import Segment, Segmentation
-from headseg.analysis.text import TokenizedText, Window, tokenize
+from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
 from .units import UnitParams, find_units
@@ -125,24 +125,13 @@ def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer
 
     Returns the windows and ``owner [W]``, the unit of each window.
     """
-    cls_ids = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
-    sep_ids = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
-    width = max_tokens - len(cls_ids) - len(sep_ids)
+    width = window_width(tokenizer, max_tokens)
     windows, owner = [], []
     for u, (a, b) in enumerate(unit_token_ranges(doc, units)):
-        if b <= a:
-            continue  # a unit of whitespace only: no tokens, handled by the caller
+        # a unit of whitespace only has no tokens: the caller handles it
         for s in range(a, b, width):
-            e = min(s + width, b)
-            ids = np.asarray(cls_ids + doc.ids[s:e].tolist() + sep_ids, dtype=np.int64)
-            special = np.zeros(len(ids), bool)
-            special[: len(cls_ids)] = True
-            special[len(ids) - len(sep_ids):] = True
-            off = np.zeros((len(ids), 2), np.int64)
-            off[len(cls_ids): len(ids) - len(sep_ids)] = doc.offsets[s:e]
-            windows.append(Window(index=len(windows), input_ids=ids, offsets=off, special=special,
-                                  sentence_ids=np.where(special, -1, u), tokens=[], doc_start=int(s),
-                                  start_char=int(doc.offsets[s, 0]), end_char=int(doc.offsets[e - 1, 1])))
+            windows.append(make_window(doc, int(s), int(min(s + width, b)), tokenizer, index=len(windows),
+                                       sentence_id=u, with_tokens=False))
             owner.append(u)
     return windows, np.asarray(owner, dtype=np.int64)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from headseg.analysis.norms import is_punctuation
-from headseg.analysis.text import Window, split_sentences
+from headseg.analysis.text import make_window, split_sentences, window_width
 
 
 @dataclass
@@ -112,18 +112,13 @@ def _allowed_gaps(text: str, offsets: np.ndarray) -> np.ndarray:
 def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: UnitParams) -> list[int]:
     """Token indices (in the document stream) where units start inside tokens ``[tok_lo, tok_hi)``."""
     tokenizer = segmenter.loaded.tokenizer
-    width = params.window - 2
+    width = window_width(tokenizer, params.window)
     starts = []
     pos = tok_lo
     while tok_hi - pos > params.min_tokens:
         end = min(pos + width, tok_hi)
-        ids = np.concatenate([[tokenizer.cls_token_id], doc.ids[pos:end], [tokenizer.sep_token_id]]).astype(np.int64)
-        special = np.zeros(len(ids), bool)
-        special[[0, -1]] = True
-        win = Window(index=0, input_ids=ids, offsets=np.zeros((len(ids), 2), np.int64), special=special,
-                     sentence_ids=np.where(special, -1, 0), tokens=[], doc_start=pos,
-                     start_char=int(doc.offsets[pos, 0]), end_char=int(doc.offsets[end - 1, 1]))
-        z = segmenter.capture([win]).z[0][:, 1:-1].astype(np.float64)  # [N, t, d]
+        win = make_window(doc, pos, end, tokenizer, sentence_id=0, with_tokens=False)
+        z = segmenter.capture([win]).z[0][:, ~win.special].astype(np.float64)  # [N, t, d]
         score = block_contrast(z, segmenter.weights, params.block)
         offs = doc.offsets[pos:end]
         ok = _allowed_gaps(text, offs)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import DEFAULT_MAX_BYTES, read_text
-from ..text import TokenizedText, Window, make_windows, tokenize
+from ..text import TokenizedText, Window, make_window, tokenize, window_width
 
 #: suffixes read when a folder is given (a file named explicitly is always read).
 TEXT_SUFFIXES = (".txt", ".ref", ".text", ".md", ".jsonl")
@@ -181,14 +181,10 @@ def plan_samples(doc_lengths: list[int], width: int, samples: int, seed: int) ->
 
 
 def build_window(doc: TokenizedText, start: int, width: int, tokenizer, max_tokens: int) -> Window:
-    """The window of ``doc`` with content tokens ``[start, start + width)``, built by :func:`make_windows`."""
-    end = min(start + width, len(doc))
-    sub = TokenizedText(doc.text, doc.ids[start:end], doc.offsets[start:end], doc.sentence_ids[start:end], doc.sentences)
-    w = make_windows(sub, tokenizer, max_tokens=max_tokens)
-    if len(w) != 1:
-        raise InputError(f"internal: window at {start} split into {len(w)}")
-    w[0].doc_start = start
-    return w[0]
+    """The window of ``doc`` with content tokens ``[start, start + width)``."""
+    if width > window_width(tokenizer, max_tokens):
+        raise InputError(f"internal: {width} tokens do not fit a window of {max_tokens}")
+    return make_window(doc, start, min(start + width, len(doc)), tokenizer)
 
 
 def tokenize_corpus(docs: list[CorpusDocument], tokenizer) -> list[TokenizedText]:
