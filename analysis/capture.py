@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from .errors import DeviceError, HeadsegError
-from .model import LoadedModel
+from .model import LoadedModel, ModelInfo
 from .text import Window
 
 Head = tuple[int, int]
@@ -73,6 +73,32 @@ class HeadActivations:
             raise HeadsegError("grid() needs every head of every layer to be captured")
         t = int(self.lengths[b])
         return self.z[b, :, :t].reshape(num_layers, num_heads, t, -1)
+
+
+@runtime_checkable
+class CaptureBackend(Protocol):
+    """What every engine offers: the selected heads' activations for a batch of windows.
+
+    Implemented by :class:`TorchBackend` (the reference: forward hooks) and
+    :class:`headseg.export.backend.OnnxBackend` (the serving engine), with the
+    same defaults.  ``name`` is ``"torch"`` or ``"onnx"``, ``device`` where it runs.
+    """
+
+    name: str
+    device: str
+
+    @property
+    def info(self) -> ModelInfo: ...
+
+    def capture(
+        self,
+        windows: Sequence[Window],
+        heads: Iterable[Sequence[int]] | None = None,
+        attention: bool = False,
+        norms: bool = False,
+    ) -> HeadActivations:
+        """``HeadActivations`` of ``heads`` (default: every head the backend serves) for ``windows``."""
+        ...
 
 
 def all_heads(num_layers: int, num_heads: int) -> tuple[Head, ...]:
@@ -155,7 +181,10 @@ def resolve_torch_device(device: str | None) -> str:
 
 
 class TorchBackend:
-    """Runs the encoder with PyTorch and returns :class:`HeadActivations`."""
+    """Runs the encoder with PyTorch and returns :class:`HeadActivations` (a :class:`CaptureBackend`).
+
+    ``device``: ``"cpu"`` (default), ``"cuda"``, or ``"auto"``/None for CUDA when torch sees a GPU.
+    """
 
     name = "torch"
 
@@ -175,10 +204,10 @@ class TorchBackend:
         self,
         windows: Sequence[Window],
         heads: Iterable[Sequence[int]] | None = None,
-        attention: bool = True,
+        attention: bool = False,
         norms: bool = False,
     ) -> HeadActivations:
-        """Run one batch of windows and capture the selected heads.
+        """Run one batch of windows and capture the selected heads (default: every head).
 
         Padding is honoured: padded keys get zero attention, so the unpadded
         part of every output is what the window alone would give.

@@ -8,6 +8,12 @@ one-line message and a non-zero exit code.  Anything else is a bug.
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first non-empty line of an exception's message (its type name if it has none), at most ``limit`` chars."""
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:limit]
+
+
 class HeadsegError(Exception):
     """Base class of every error headseg raises on purpose."""
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ModelError
+from .cache import known_fingerprint, remember_fingerprint, weights_digest
+from .errors import ModelError, first_line
+from .tokenizer import Tokenizer, as_tokenizer
 
 #: model_type values whose layers follow the BERT layout
 #: ``encoder.layer[i].attention.{self.{query,key,value}, output.dense}``.
@@ -92,18 +94,55 @@ class ModelInfo:
         return dict(self.__dict__)
 
 
-@dataclass
 class LoadedModel:
-    """A loaded encoder, its tokenizer and its identity."""
+    """An encoder's tokenizer and identity, with its torch weights loaded on first use.
 
-    model: object  # transformers.PreTrainedModel (base encoder, eval mode)
-    tokenizer: object  # transformers.PreTrainedTokenizerFast
-    info: ModelInfo
-    _layers: list = field(default_factory=list, repr=False)
+    ``tokenizer`` is a :class:`~headseg.analysis.tokenizer.Tokenizer`; ``info`` a
+    :class:`ModelInfo`.  ``model`` (the transformers encoder, eval mode, float32,
+    eager attention) and ``layers`` import torch and load the weights the first
+    time they are read, so a model served from an ONNX artifact never does.
+    ``weights_digest`` identifies the directory's weight files (None for a model
+    built in memory).
+    """
+
+    def __init__(self, model, tokenizer, info: ModelInfo, weights_digest: str | None = None,
+                 path: Path | None = None):
+        self._model = model
+        self._layers: list | None = None if model is None else _encoder_layers(model)
+        self.tokenizer = as_tokenizer(tokenizer)
+        self.info = info
+        self.weights_digest = weights_digest
+        self._path = path
+
+    def __repr__(self) -> str:
+        state = "loaded" if self._model is not None else "not loaded"
+        return f"LoadedModel({self.info.name!r}, {self.info.fingerprint}, weights {state})"
+
+    @property
+    def has_weights(self) -> bool:
+        return self._model is not None
+
+    @property
+    def model(self):
+        """The transformers encoder (loads torch and the weights on first use)."""
+        if self._model is None:
+            if self._path is None:
+                raise ModelError(f"model '{self.info.name}' has no weights to load")
+            encoder = _load_encoder(self._path, self.info.name)
+            fp = fingerprint_model(encoder)
+            if self.info.fingerprint and fp != self.info.fingerprint:
+                raise ModelError(
+                    f"the weights of {self.info.name} changed while in use (fingerprint {fp}, "
+                    f"expected {self.info.fingerprint})")
+            self.info.fingerprint = fp
+            self._layers = _encoder_layers(encoder)
+            self._model = encoder
+        return self._model
 
     @property
     def layers(self) -> list:
         """The encoder's transformer layers, in order."""
+        self.model  # noqa: B018 - loads the weights if needed
         return self._layers
 
     def attention_weights(self, layer: int) -> dict:
@@ -112,7 +151,7 @@ class LoadedModel:
         Returns ``Wq, Wk, Wv [hidden, hidden]`` laid out so that ``x @ W + b`` is the
         projection, and ``Wo [hidden, hidden]`` with ``z @ Wo + bo`` the output dense.
         """
-        att = self._layers[layer].attention
+        att = self.layers[layer].attention
         get = lambda lin: (lin.weight.detach().double().numpy().T.copy(), lin.bias.detach().double().numpy().copy())
         wq, bq = get(att.self.query)
         wk, bk = get(att.self.key)
@@ -169,7 +208,7 @@ def wrap_model(model, tokenizer, name: str = "custom", path: str = "") -> Loaded
     if getattr(cfg, "_attn_implementation", "eager") != "eager":
         cfg._attn_implementation = "eager"
     model.eval()
-    layers = _encoder_layers(model)
+    tok = as_tokenizer(tokenizer)
     info = ModelInfo(
         name=name,
         path=path,
@@ -178,64 +217,113 @@ def wrap_model(model, tokenizer, name: str = "custom", path: str = "") -> Loaded
         num_heads=cfg.num_attention_heads,
         hidden_size=cfg.hidden_size,
         head_dim=cfg.hidden_size // cfg.num_attention_heads,
-        max_positions=_max_positions(cfg, tokenizer),
+        max_positions=_max_positions(cfg.to_dict(), tok),
         fingerprint=fingerprint_model(model),
     )
-    return LoadedModel(model=model, tokenizer=tokenizer, info=info, _layers=layers)
+    return LoadedModel(model, tok, info)
 
 
-def _max_positions(cfg, tokenizer) -> int:
-    n = int(getattr(cfg, "max_position_embeddings", 512))
+def _max_positions(cfg: dict, tokenizer) -> int:
+    n = int(cfg.get("max_position_embeddings") or 512)
     # RoBERTa reserves padding_idx + 1 positions at the start of its table.
-    if cfg.model_type in ("roberta", "xlm-roberta", "camembert"):
-        n -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+        n -= int(cfg.get("pad_token_id", 1) or 1) + 1
     tok_max = getattr(tokenizer, "model_max_length", None)
     if isinstance(tok_max, int) and 0 < tok_max < 100_000:
         n = min(n, tok_max)
     return n
 
 
-def load_model(model: str | os.PathLike | None = None) -> LoadedModel:
-    """Load an encoder for analysis (eager attention, eval mode, CPU, float32).
-
-    Results are cached per process, keyed by the resolved path.
-    """
-    path, name = resolve_model_path(model)
-    key = (str(path), name)
-    if key in _CACHE:
-        return _CACHE[key]
+def read_config(path: Path, name: str) -> dict:
+    """``config.json`` of a model directory, checked to describe a supported encoder."""
     try:
         with open(path / "config.json", encoding="utf-8") as fh:
-            raw_cfg = json.load(fh)
+            cfg = json.load(fh)
     except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot read {path / 'config.json'}: {exc}") from None
-    model_type = raw_cfg.get("model_type")
+        raise ModelError(f"cannot read {path / 'config.json'}: {first_line(exc)}") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{path / 'config.json'}: not a model configuration (expected a JSON object)")
+    model_type = cfg.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(
             f"model '{name}' has model_type '{model_type}', which is not a supported BERT-family encoder "
             f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
         )
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    try:
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+    for key in ("num_hidden_layers", "num_attention_heads", "hidden_size"):
+        v = cfg.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ModelError(f"{path / 'config.json'}: '{key}' must be a positive integer (got {v!r})")
+    if cfg["hidden_size"] % cfg["num_attention_heads"]:
+        raise ModelError(f"{path / 'config.json'}: hidden_size is not a multiple of num_attention_heads")
+    mp = cfg.get("max_position_embeddings", 512)
+    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 8:
+        raise ModelError(f"{path / 'config.json'}: 'max_position_embeddings' must be an integer >= 8 (got {mp!r})")
+    return cfg
 
-        hf_logging.set_verbosity_error()
-        tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True, local_files_only=True)
-        encoder = AutoModel.from_pretrained(
-            str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
-        )
-    except TypeError:
-        # Some architectures (e.g. ELECTRA) have no pooling layer argument.
+
+def _load_tokenizer(path: Path, name: str) -> Tokenizer:
+    if (path / "tokenizer.json").is_file():
+        return Tokenizer.from_dir(path)
+    # No tokenizer.json: let transformers convert the vocabulary (slow path, imports transformers).
+    try:
+        from transformers import AutoTokenizer
+
+        hf = AutoTokenizer.from_pretrained(str(path), use_fast=True, local_files_only=True)
+    except Exception as exc:
+        raise ModelError(f"cannot load the tokenizer of model '{name}': {type(exc).__name__}: {first_line(exc)}") from None
+    if not getattr(hf, "is_fast", False):
+        raise ModelError(f"model '{name}' has no fast tokenizer (tokenizer.json); character offsets need one")
+    return Tokenizer.from_hf(hf)
+
+
+def _load_encoder(path: Path, name: str):
+    """The transformers encoder of a model directory (eager attention, eval mode, float32)."""
+    try:
         from transformers import AutoModel
 
-        encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+        try:
+            encoder = AutoModel.from_pretrained(
+                str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
+            )
+        except TypeError:
+            # Some architectures (e.g. ELECTRA) take no pooling layer argument.
+            encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
     except Exception as exc:
-        raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelError(f"model '{name}' has no fast tokenizer (tokenizer.json); character offsets need one")
-    encoder = encoder.float()
-    loaded = wrap_model(encoder, tokenizer, name=name, path=str(path))
-    _CACHE[key] = loaded
+        raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {first_line(exc)}") from None
+    return encoder.float().eval()
+
+
+def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> LoadedModel:
+    """Load an encoder: tokenizer and identity, and (``weights=True``) its torch weights.
+
+    ``weights=False`` reads only ``config.json`` and ``tokenizer.json`` and hashes
+    the weight files (once per file version; see :mod:`headseg.analysis.cache`),
+    so it imports neither torch nor transformers when the model's fingerprint is
+    already known.  The weights then load on first use of ``.model``.
+    Results are cached per process, keyed by the resolved path.
+    """
+    path, name = resolve_model_path(model)
+    key = (str(path), name)
+    loaded = _CACHE.get(key)
+    if loaded is None:
+        cfg = read_config(path, name)
+        tokenizer = _load_tokenizer(path, name)
+        digest = weights_digest(path)
+        info = ModelInfo(
+            name=name,
+            path=str(path),
+            model_type=cfg["model_type"],
+            num_layers=cfg["num_hidden_layers"],
+            num_heads=cfg["num_attention_heads"],
+            hidden_size=cfg["hidden_size"],
+            head_dim=cfg["hidden_size"] // cfg["num_attention_heads"],
+            max_positions=_max_positions(cfg, tokenizer),
+            fingerprint=known_fingerprint(digest) or "",
+        )
+        loaded = LoadedModel(None, tokenizer, info, weights_digest=digest, path=path)
+        _CACHE[key] = loaded
+    if weights or not loaded.info.fingerprint:
+        # The fingerprint hashes the parameters: without a record of it, load them once.
+        loaded.model  # noqa: B018
+        remember_fingerprint(loaded.weights_digest, loaded.info.fingerprint)
     return loaded

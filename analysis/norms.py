@@ -23,7 +23,8 @@ FREQUENT_WORDS = frozenset(
 CATEGORIES = ("cls", "sep", "punct", "frequent", "other")
 
 
-def _strip_marker(tok: str) -> str:
+def strip_marker(tok: str) -> str:
+    """A token without its sub-word marker (``##`` WordPiece, ``Ġ`` byte-BPE, ``▁`` SentencePiece)."""
     for p in ("##", "Ġ", "▁"):
         if tok.startswith(p):
             tok = tok[len(p) :]
@@ -31,7 +32,7 @@ def _strip_marker(tok: str) -> str:
 
 
 def is_punctuation(tok: str) -> bool:
-    t = _strip_marker(tok)
+    t = strip_marker(tok)
     return bool(t) and all(unicodedata.category(c).startswith("P") or c in "`$%&*+<=>^|~" for c in t)
 
 
@@ -49,7 +50,7 @@ def token_categories(tokens: list[str], special: np.ndarray) -> dict[str, np.nda
     sep = special & ~cls
     punct = np.array([not s and is_punctuation(tok) for tok, s in zip(tokens, special)], dtype=bool)
     freq = np.array(
-        [not s and not p and _strip_marker(tok).lower() in FREQUENT_WORDS for tok, s, p in zip(tokens, special, punct)],
+        [not s and not p and strip_marker(tok).lower() in FREQUENT_WORDS for tok, s, p in zip(tokens, special, punct)],
         dtype=bool,
     )
     other = ~(cls | sep | punct | freq)

@@ -166,3 +166,49 @@ class HeadProfile:
 def default_profile_path() -> Path:
     """The profile shipped for the embedded model."""
     return Path(__file__).resolve().parent / "data" / "heads_minilm.json"
+
+
+def fallback_profile(info) -> HeadProfile:
+    """Every head of the last layer, equal weights: the paper's sentence-block layer.
+
+    ``info`` is a :class:`~headseg.analysis.model.ModelInfo` (or anything with
+    ``name``, ``fingerprint``, ``num_layers`` and ``num_heads``).
+    """
+    last = info.num_layers - 1
+    heads = [(last, h) for h in range(info.num_heads)]
+    return HeadProfile(
+        model_fingerprint=info.fingerprint,
+        heads=heads,
+        weights=[1.0 / len(heads)] * len(heads),
+        model_name=info.name,
+        num_layers=info.num_layers,
+        num_heads=info.num_heads,
+        corpus=FALLBACK_CORPUS,
+    )
+
+
+#: the ``corpus`` of :func:`fallback_profile`, which marks a profile nobody selected
+FALLBACK_CORPUS = "(none: fallback profile, last layer)"
+
+
+def resolve_profile(info, profile: "HeadProfile | str | os.PathLike | None" = None) -> HeadProfile:
+    """The one policy for choosing a head profile, used by every command.
+
+    * a :class:`HeadProfile` or a path to one: used, and refused
+      (:class:`ProfileError`) if it was made for another model;
+    * ``None``: the profile shipped for the embedded model if it was made for
+      this model, else :func:`fallback_profile` (every head of the last layer).
+    """
+    if profile is None:
+        path = default_profile_path()
+        if path.is_file():
+            try:
+                prof = HeadProfile.load(path)
+                prof.check_model(info)
+                return prof
+            except ProfileError:
+                pass
+        return fallback_profile(info)
+    prof = profile if isinstance(profile, HeadProfile) else HeadProfile.load(profile)
+    prof.check_model(info)
+    return prof

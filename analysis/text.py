@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InputError
+from .tokenizer import as_tokenizer
 
 # A sentence ends at terminal punctuation (optionally followed by closing quotes
 # or brackets) before whitespace, or at a line break.  Deliberately simple and
@@ -108,16 +109,7 @@ def tokenize(text: str, tokenizer, sentences: list[tuple[int, int]] | None = Non
     if not text:
         empty = np.zeros(0, dtype=np.int64)
         return TokenizedText(text, empty, np.zeros((0, 2), dtype=np.int64), empty.copy(), [])
-    enc = tokenizer(
-        text,
-        add_special_tokens=False,
-        return_offsets_mapping=True,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-        verbose=False,
-    )
-    ids = np.asarray(enc["input_ids"], dtype=np.int64)
-    offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
+    ids, offsets = as_tokenizer(tokenizer).encode(text)
     starts = np.asarray([s for s, _ in sentences], dtype=np.int64)
     sent_ids = np.searchsorted(starts, offsets[:, 0], side="right") - 1 if len(ids) else np.zeros(0, np.int64)
     return TokenizedText(text, ids, offsets, sent_ids.astype(np.int64), list(sentences))
@@ -125,13 +117,8 @@ def tokenize(text: str, tokenizer, sentences: list[tuple[int, int]] | None = Non
 
 def _specials(tokenizer) -> tuple[list[int], list[int]]:
     """Token ids the tokenizer puts before and after a single sequence."""
-    probe = tokenizer.build_inputs_with_special_tokens([])
-    cls = [tokenizer.cls_token_id] if tokenizer.cls_token_id is not None else []
-    sep = [tokenizer.sep_token_id] if tokenizer.sep_token_id is not None else []
-    if probe == cls + sep:
-        return cls, sep
-    # Fall back to whatever the tokenizer adds, all before the content.
-    return list(probe), []
+    tok = as_tokenizer(tokenizer)
+    return tok.before, tok.after
 
 
 def make_window(
@@ -169,7 +156,7 @@ def make_window(
         offsets=offsets,
         special=special,
         sentence_ids=sent,
-        tokens=tokenizer.convert_ids_to_tokens(ids.tolist()) if with_tokens else [],
+        tokens=as_tokenizer(tokenizer).convert_ids_to_tokens(ids.tolist()) if with_tokens else [],
         doc_start=start,
         start_char=c0,
         end_char=c1,

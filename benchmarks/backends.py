@@ -58,12 +58,12 @@ def load_docs(path: str, n: int):
 
 def make_profile(loaded, heads_spec: str | None, path: str | None = None):
     from headseg.analysis.profile import HeadProfile
-    from headseg.segmenter.api import resolve_profile
+    from headseg.analysis.profile import resolve_profile
 
     if path:
         return HeadProfile.load(path)
     if not heads_spec:
-        return resolve_profile(loaded, None)
+        return resolve_profile(loaded.info, None)
     from headseg.cli.export import parse_heads
 
     from headseg.analysis.profile import HeadProfile

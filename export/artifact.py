@@ -1,33 +1,32 @@
 """Exported artifacts on disk: the directory layout, the manifest, the cache.
 
-An artifact is a directory holding ``model.onnx`` and ``manifest.json``.  The
-manifest is written last, so a directory without one is an interrupted export,
-never a usable artifact.
+An artifact is a directory holding everything serving needs: ``model.onnx``,
+the tokenizer (``tokenizer.json`` …), the head profile (``profile.json``) and
+``manifest.json``, which records the model's fingerprint and the digest of its
+weight files (so a model directory is checked by hashing files, not by loading
+them).  The manifest is written last, so a directory without one is an
+interrupted export, never a usable artifact.
 
-The cache lives in ``$HEADSEG_CACHE`` (default ``~/.cache/headseg``), under
+The cache (:func:`headseg.analysis.cache.cache_root`) holds artifacts under
 ``onnx/<model fingerprint>-<profile hash>-<precision>/``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from headseg.analysis.cache import cache_root, cached_digest, file_sha256
 from headseg.analysis.errors import ArtifactError
 
 MANIFEST_NAME = "manifest.json"
 GRAPH_NAME = "model.onnx"
-MANIFEST_VERSION = 1
+PROFILE_NAME = "profile.json"
+#: 2: the artifact carries its tokenizer and profile, and the weights digest
+MANIFEST_VERSION = 2
 PRECISIONS = ("fp32", "fp16", "int8")
-
-
-def cache_root() -> Path:
-    """``$HEADSEG_CACHE`` if set, else ``~/.cache/headseg``."""
-    env = os.environ.get("HEADSEG_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "headseg"
 
 
 def cache_dir(fingerprint: str, profile_hash: str, precision: str) -> Path:
@@ -35,14 +34,6 @@ def cache_dir(fingerprint: str, profile_hash: str, precision: str) -> Path:
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
     return cache_root() / "onnx" / f"{fingerprint}-{profile_hash}-{precision}"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
@@ -65,6 +56,13 @@ class Manifest:
     versions: dict = field(default_factory=dict)
     parity: dict = field(default_factory=dict)
     version: int = MANIFEST_VERSION
+    #: :func:`headseg.analysis.cache.weights_digest` of the model directory exported from
+    weights_digest: str = ""
+    #: the model's architecture numbers, for serving without its config
+    num_heads: int = 0
+    hidden_size: int = 0
+    max_positions: int = 0
+    model_type: str = ""
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -77,6 +75,9 @@ class Manifest:
             version = int(d.get("version", MANIFEST_VERSION))
             if version > MANIFEST_VERSION:
                 raise ArtifactError(f"{source}: manifest version {version} is newer than this headseg supports")
+            if version < MANIFEST_VERSION:
+                raise ArtifactError(f"{source}: artifact of an older headseg (manifest version {version}); "
+                                    "run `headseg export` again")
             m = cls(
                 model_name=str(d["model_name"]),
                 model_fingerprint=str(d["model_fingerprint"]),
@@ -94,6 +95,11 @@ class Manifest:
                 versions=dict(d.get("versions", {})),
                 parity=dict(d.get("parity", {})),
                 version=version,
+                weights_digest=str(d["weights_digest"]),
+                num_heads=int(d["num_heads"]),
+                hidden_size=int(d["hidden_size"]),
+                max_positions=int(d["max_positions"]),
+                model_type=str(d["model_type"]),
             )
         except ArtifactError:
             raise
@@ -131,15 +137,22 @@ def check_graph_file(artifact_dir: str | os.PathLike, manifest: Manifest) -> Pat
     if not g.is_file():
         raise ArtifactError(f"{g}: missing ONNX graph; run `headseg export` again")
     size = g.stat().st_size
-    # Size first: a truncated copy is caught without hashing the whole file.
-    if size != manifest.graph_bytes or file_sha256(g) != manifest.graph_sha256:
+    # Size first: a truncated copy is caught without hashing the whole file; the
+    # digest is remembered per file version, so a cached graph is hashed once.
+    if size != manifest.graph_bytes or cached_digest(g) != manifest.graph_sha256:
         raise ArtifactError(f"{g}: corrupt ONNX graph (checksum does not match the manifest); run `headseg export` again")
     return g
 
 
-def check_matches(manifest: Manifest, fingerprint: str, profile_hash: str | None, source: str) -> None:
-    """Refuse an artifact made for another model or another head profile."""
-    if manifest.model_fingerprint != fingerprint:
+def check_matches(manifest: Manifest, fingerprint: str | None, profile_hash: str | None, source: str,
+                  weights_digest: str | None = None) -> None:
+    """Refuse an artifact made for another model (by fingerprint or weight-file digest) or head profile."""
+    if weights_digest is not None and manifest.weights_digest != weights_digest:
+        raise ArtifactError(
+            f"{source}: artifact was exported from model {manifest.model_name}, whose weight files differ "
+            f"from the model in use; pass the same --model, or run `headseg export` for this model"
+        )
+    if fingerprint is not None and manifest.model_fingerprint != fingerprint:
         raise ArtifactError(
             f"{source}: artifact was exported from model {manifest.model_name} ({manifest.model_fingerprint}), "
             f"not from the loaded model ({fingerprint}); run `headseg export` for this model"

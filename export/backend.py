@@ -1,7 +1,9 @@
-"""The onnxruntime backend: same interface as :class:`analysis.capture.TorchBackend`.
+"""The serving engine: the onnxruntime backend, and :func:`make_backend`, the one place a backend is chosen.
 
 ``OnnxBackend(loaded, artifact_dir, device).capture(windows, heads)`` returns
-:class:`~analysis.capture.HeadActivations`.  Providers: CUDA when it really
+:class:`~headseg.analysis.capture.HeadActivations`, like ``TorchBackend`` (both
+implement :class:`~headseg.analysis.capture.CaptureBackend`).  It needs neither
+torch nor transformers.  Providers: CUDA when it really
 works (a session is created and asked which providers it got, since
 onnxruntime-gpu *lists* CUDA even on machines without a GPU), else CPU.  On
 CUDA the inputs are uploaded once and outputs are allocated on the device via
@@ -10,20 +12,26 @@ I/O binding; only the final tensors are copied back.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import HeadActivations, TorchBackend, normalise_heads, pad_batch
-from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError
+from headseg.analysis.capture import CaptureBackend, HeadActivations, TorchBackend, normalise_heads, pad_batch
+from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.text import Window
 
 from .artifact import PRECISIONS, cache_dir, check_graph_file, check_matches, read_manifest
 
 _OUTPUT_FOR = {"attention": "head_attn", "norms": "head_fnorm"}
+
+#: the names make_backend takes
+BACKENDS = ("auto", "onnx", "torch")
+
+logger = logging.getLogger("headseg")
 
 
 def _ort():
@@ -74,8 +82,7 @@ class OnnxSession:
         try:
             self.session = ort.InferenceSession(str(graph), sess_options=opts, providers=providers)
         except Exception as exc:
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ArtifactError(f"{graph}: onnxruntime cannot load this graph ({msg[:200]})") from None
+            raise ArtifactError(f"{graph}: onnxruntime cannot load this graph ({first_line(exc)})") from None
         got = self.session.get_providers()
         if want_cuda and "CUDAExecutionProvider" not in got:
             if device == "cuda":
@@ -95,7 +102,7 @@ class OnnxSession:
         try:
             res = self.session.run(list(outputs), {"input_ids": ids, "attention_mask": mask})
         except Exception as exc:
-            raise ArtifactError(f"onnxruntime failed to run the graph: {str(exc).splitlines()[0][:200]}") from None
+            raise ArtifactError(f"onnxruntime failed to run the graph: {first_line(exc)}") from None
         return {n: np.asarray(r, dtype=np.float32) for n, r in zip(outputs, res)}
 
     def _run_cuda(self, ids: np.ndarray, mask: np.ndarray, outputs: Sequence[str]) -> dict:
@@ -110,7 +117,7 @@ class OnnxSession:
         try:
             self.session.run_with_iobinding(binding)
         except Exception as exc:
-            raise ArtifactError(f"onnxruntime (CUDA) failed to run the graph: {str(exc).splitlines()[0][:200]}") from None
+            raise ArtifactError(f"onnxruntime (CUDA) failed to run the graph: {first_line(exc)}") from None
         res = binding.copy_outputs_to_cpu()
         return {n: np.asarray(r, dtype=np.float32) for n, r in zip(outputs, res)}
 
@@ -141,7 +148,8 @@ class OnnxBackend:
         self.loaded = loaded
         self.artifact_dir = Path(artifact_dir)
         self.manifest = read_manifest(self.artifact_dir)
-        check_matches(self.manifest, loaded.info.fingerprint, profile_hash, str(self.artifact_dir))
+        check_matches(self.manifest, loaded.info.fingerprint or None, profile_hash, str(self.artifact_dir),
+                      weights_digest=loaded.weights_digest)
         graph = check_graph_file(self.artifact_dir, self.manifest)
         self.session = OnnxSession(graph, device=device, threads=threads)
         self.device = self.session.device
@@ -210,8 +218,12 @@ class OnnxBackend:
 
 
 def precision_preference(device: str) -> tuple[str, ...]:
-    """Which cached precisions ``auto`` tries, best first, for a device."""
-    return ("fp16", "fp32") if device == "cuda" else ("fp32", "int8")
+    """The precision served by default on a device, best first.
+
+    CPU: fp32, which gives exactly the torch path's boundaries (int8 is faster
+    but moves some boundaries: docs/performance.md); CUDA: fp16, then fp32.
+    """
+    return ("fp16", "fp32") if device == "cuda" else ("fp32",)
 
 
 def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) -> Path | None:
@@ -223,6 +235,69 @@ def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) 
     return None
 
 
+def artifact_profile(artifact: str | os.PathLike):
+    """The head profile an artifact was exported with (``profile.json`` inside it)."""
+    from headseg.analysis.profile import HeadProfile
+
+    from .artifact import PROFILE_NAME
+
+    d = Path(artifact)
+    read_manifest(d)  # a clear message for a missing or broken artifact first
+    if not (d / PROFILE_NAME).is_file():
+        raise ArtifactError(f"{d}: no {PROFILE_NAME} in the artifact; pass --profile or run `headseg export` again")
+    return HeadProfile.load(d / PROFILE_NAME)
+
+
+def _warn(msg: str) -> None:
+    logger.warning(msg)
+
+
+def export_available() -> str | None:
+    """None if this installation can export ONNX graphs, else why not."""
+    import importlib.util
+
+    for mod in ("optimum", "onnx", "torch"):
+        if importlib.util.find_spec(mod) is None:
+            return f"module '{mod}' is missing (pip install 'headseg[export]')"
+    try:
+        import optimum.exporters.onnx  # noqa: F401  # fails on transformers outside optimum-onnx's range
+    except Exception as exc:  # noqa: BLE001 - any import failure means no export here
+        return f"optimum cannot be imported here ({first_line(exc)}); pip install 'headseg[export]'"
+    return None
+
+
+def export_to_cache(loaded: LoadedModel, profile, precision: str, device: str = "cpu", quiet: bool = False) -> Path:
+    """Export the profile's heads into the cache once, safely against concurrent exporters.
+
+    Raises :class:`ArtifactError` with the reason if it cannot (no export
+    toolchain, a cache that cannot be written).
+    """
+    from headseg.analysis.cache import cache_root, file_lock, writable_dir
+
+    why = export_available()
+    if why:
+        raise ArtifactError(f"cannot export the ONNX graph: {why}")
+    target = cache_dir(loaded.info.fingerprint, profile.hash(), precision)
+    if not writable_dir(target.parent):
+        raise ArtifactError(f"the cache {cache_root()} cannot be written (set HEADSEG_CACHE to a writable folder)")
+    with file_lock(target.parent / f".{target.name}.lock"):
+        # Another process may have finished the same export while this one waited.
+        if (target / "manifest.json").is_file():
+            return target
+        if not quiet:
+            _warn(f"exporting the ONNX serving graph for {loaded.info.name} ({precision}) into {target.parent}; "
+                  "this happens once per model, profile and precision")
+        from .exporter import export_artifact
+
+        try:
+            export_artifact(loaded, profile.capture_heads, profile.hash(), target, precision=precision,
+                            parity_device=device if precision == "fp16" else "cpu", profile=profile,
+                            progress=not quiet)
+        except OSError as exc:
+            raise ArtifactError(f"cannot write the artifact into {target} ({exc.strerror or exc})") from None
+    return target
+
+
 def make_backend(
     loaded: LoadedModel,
     profile=None,
@@ -230,60 +305,81 @@ def make_backend(
     device: str | None = None,
     artifact: str | os.PathLike | None = None,
     precision: str | None = None,
-):
-    """TorchBackend or OnnxBackend for ``loaded`` and a head ``profile`` (:class:`HeadProfile`).
+    export: bool = True,
+    threads: int | None = None,
+    quiet: bool = False,
+) -> CaptureBackend:
+    """The capture backend for ``loaded`` and a head ``profile`` (:class:`HeadProfile`): the one place this is decided.
 
-    ``auto``: an ONNX artifact from the cache (or ``artifact``) when one matches
-    the model and profile, else torch.  ``onnx``: the artifact, or an
-    :class:`ArtifactError` that says to run ``headseg export``.  ``precision``
-    picks one cached precision instead of the device's preference.
+    * ``"torch"``: :class:`TorchBackend` (the reference; hooks on every head).
+    * ``"onnx"``: the ONNX artifact ``artifact``, or the cached one for the model,
+      profile and precision; if there is none it is exported into the cache first
+      (``export=True``).  Any problem is an :class:`ArtifactError`.
+    * ``"auto"`` (default): as ``"onnx"``, but where ONNX cannot serve (no
+      onnxruntime, no export toolchain, a cache that cannot be written, a broken
+      cached artifact) it says why on the ``headseg`` logger and uses torch.
+      A model built in memory (no directory) is served by torch unless an
+      artifact for it is already cached.
+
+    ``device``: ``"auto"``/None (CUDA when usable), ``"cpu"`` or ``"cuda"``.
+    ``precision``: ``fp32``, ``fp16`` or ``int8`` instead of the device's default.
     """
-    if backend not in ("auto", "torch", "onnx"):
-        raise HeadsegError(f"unknown backend '{backend}' (use auto, torch or onnx)")
+    if hasattr(backend, "capture"):
+        return backend
+    if backend not in BACKENDS:
+        raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(BACKENDS)})")
+    if device not in (None, "auto", "cpu", "cuda"):
+        raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
     if precision is not None and precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
     if backend == "torch":
-        return TorchBackend(loaded, device=device or "cpu")
-    if device not in (None, "auto", "cpu", "cuda"):
-        raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
-    if profile is None and artifact is None:
-        if backend == "onnx":
-            raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact directory")
-        return TorchBackend(loaded, device=device or "cpu")
-    phash = profile.hash() if profile is not None else None
-    target = device or "auto"
+        if artifact is not None:
+            raise HeadsegError("an artifact is served by the onnx backend, not torch")
+        return TorchBackend(loaded, device=device or "auto")
+    try:
+        return _onnx_backend(loaded, profile, backend, device, artifact, precision, export, threads, quiet)
+    except (ArtifactError, ImportError) as exc:
+        if backend == "onnx" or artifact is not None:
+            if isinstance(exc, ImportError):
+                raise ArtifactError(f"the onnx backend needs onnxruntime ({first_line(exc)})") from None
+            raise
+        if not quiet:
+            _warn(f"serving with torch: {first_line(exc, 300)}")
+        return TorchBackend(loaded, device=device or "auto")
+
+
+def _onnx_backend(loaded, profile, backend, device, artifact, precision, export, threads, quiet) -> "OnnxBackend":
     if artifact is not None:
-        directory = Path(artifact)
-    else:
-        if target == "auto":
-            target = "cuda" if cuda_provider_works() else "cpu"
-        prefs = (precision,) if precision else precision_preference(target)
-        directory = find_cached(loaded.info.fingerprint, phash, prefs)
-        if directory is None:
-            if backend == "onnx":
-                where = cache_dir(loaded.info.fingerprint, phash, prefs[0])
-                raise ArtifactError(
-                    f"no exported ONNX artifact for this model and profile (looked in {where.parent}); "
-                    "run `headseg export` (with the same --model and --profile) first"
-                )
-            return TorchBackend(loaded, device=device or "cpu")
-    if backend == "auto":
-        # A broken cached artifact should not stop auto from working; torch is always right.
+        return _open_for_profile(loaded, Path(artifact), device or "auto", profile, threads)
+    if profile is None:
+        raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact (--artifact)")
+    target = device or "auto"
+    if target == "auto":
+        target = "cuda" if cuda_provider_works() else "cpu"
+    prefs = (precision,) if precision else precision_preference(target)
+    fingerprint = loaded.info.fingerprint
+    directory = find_cached(fingerprint, profile.hash(), prefs)
+    if directory is not None:
         try:
-            return _open_for_profile(loaded, directory, target, profile)
+            return _open_for_profile(loaded, directory, target, profile, threads)
         except ArtifactError as exc:
-            if artifact is not None:
+            if not export or loaded.weights_digest is None:
                 raise
-            import sys
+            # A broken cached artifact is replaced, not trusted.
+            _warn(f"re-exporting a broken cached artifact ({first_line(exc, 300)})")
+            (directory / "manifest.json").unlink(missing_ok=True)
+    if not export:
+        raise ArtifactError("no exported ONNX artifact for this model and profile; run `headseg export`")
+    if loaded.weights_digest is None and backend == "auto":
+        raise ArtifactError("a model built in memory is exported only on request (`headseg export` or backend='onnx')")
+    directory = export_to_cache(loaded, profile, prefs[0], device=target, quiet=quiet)
+    return _open_for_profile(loaded, directory, target, profile, threads)
 
-            print(f"headseg: warning: ignoring cached artifact ({exc}); using torch", file=sys.stderr)
-            return TorchBackend(loaded, device=device or "cpu")
-    return _open_for_profile(loaded, directory, target, profile)
 
-
-def _open_for_profile(loaded, directory, device, profile) -> OnnxBackend:
+def _open_for_profile(loaded, directory, device, profile, threads=None) -> OnnxBackend:
     """An :class:`OnnxBackend` that is checked to serve every head the profile's segmenter reads."""
-    backend = OnnxBackend(loaded, directory, device=device, profile_hash=None if profile is None else profile.hash())
+    backend = OnnxBackend(loaded, directory, device=device, profile_hash=None if profile is None else profile.hash(),
+                          threads=threads)
     if profile is not None:
         missing = sorted(set(profile.capture_heads) - set(backend.heads))
         if missing:

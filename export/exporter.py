@@ -18,12 +18,15 @@ from typing import Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import ArtifactError, HeadsegError
+from headseg.analysis.errors import ArtifactError, HeadsegError, first_line
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.text import windows_from_text
 
-from .artifact import GRAPH_NAME, MANIFEST_NAME, PRECISIONS, Manifest, file_sha256
+from headseg.analysis.cache import file_sha256
+from headseg.analysis.progress import progress_bar
+
+from .artifact import GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest
 
 #: The opset: optimum's default for BERT-family encoders.
 DEFAULT_OPSET = 18
@@ -113,7 +116,7 @@ def export_graph(
     except HeadsegError:
         raise
     except Exception as exc:
-        raise ArtifactError(f"ONNX export failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise ArtifactError(f"ONNX export failed: {type(exc).__name__}: {first_line(exc)}") from None
     finally:
         loaded.model.config.return_dict = saved_return_dict
     return names
@@ -188,11 +191,16 @@ def export_artifact(
     truncate: bool = True,
     opset: int = DEFAULT_OPSET,
     parity_device: str = "cpu",
+    profile=None,
+    progress: bool = False,
 ) -> Manifest:
-    """Export, convert, check parity and write ``model.onnx`` + ``manifest.json`` into ``out_dir``.
+    """Export, convert, check parity and write the artifact into ``out_dir``.
 
-    Everything is built in a temporary directory beside ``out_dir`` and moved in at
-    the end, manifest last, so an interrupted export never looks like an artifact.
+    The artifact holds ``model.onnx``, the tokenizer files, ``profile.json`` (the
+    :class:`~headseg.analysis.profile.HeadProfile` ``profile``, if given) and
+    ``manifest.json``.  Everything is built in a temporary directory beside
+    ``out_dir`` and moved in at the end, manifest last, so an interrupted export
+    never looks like an artifact.
     """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
@@ -203,15 +211,18 @@ def export_artifact(
         raise ArtifactError(f"--out {out}: exists and is not a directory")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=str(out.parent)))
+    bar = progress_bar(total=3, desc="export", disable=not progress, unit="step")
     try:
         fp32 = tmp / "fp32.onnx"
         names = export_graph(loaded, heads, fp32, attention=attention, norms=norms, truncate=truncate, opset=opset)
+        bar.update(1)
         final = tmp / GRAPH_NAME
         if precision == "fp32":
             fp32.rename(final)
         else:
             convert_precision(fp32, final, precision)
             fp32.unlink()
+        bar.update(1)
         if precision == "fp16" and parity_device == "cpu":
             parity = _parity_or_note(loaded, final, heads, names, "cpu")
         else:
@@ -221,6 +232,11 @@ def export_artifact(
                 f"exported graph disagrees with torch (max abs error {parity['z_max_abs_error']:.3g}); not saved"
             )
         deepest = max(l for l, _ in heads)
+        loaded.tokenizer.save(tmp)
+        if profile is not None:
+            if profile.hash() != profile_hash:
+                raise ArtifactError("internal: the profile given does not have the profile hash given")
+            profile.save(tmp / PROFILE_NAME)
         manifest = Manifest(
             model_name=info.name,
             model_fingerprint=info.fingerprint,
@@ -237,14 +253,23 @@ def export_artifact(
             graph_bytes=final.stat().st_size,
             versions=package_versions(),
             parity=parity,
+            weights_digest=loaded.weights_digest or "",
+            num_heads=info.num_heads,
+            hidden_size=info.hidden_size,
+            max_positions=info.max_positions,
+            model_type=info.model_type,
         )
         out.mkdir(parents=True, exist_ok=True)
-        # A stale manifest must not describe the new graph while it is being moved in.
+        # A stale manifest must not describe the new files while they are being moved in.
         (out / MANIFEST_NAME).unlink(missing_ok=True)
-        os.replace(final, out / GRAPH_NAME)
+        for name in (GRAPH_NAME, PROFILE_NAME, "tokenizer.json", "tokenizer_config.json"):
+            if (tmp / name).is_file():
+                os.replace(tmp / name, out / name)
         atomic_write_json(out / MANIFEST_NAME, manifest.to_dict())
+        bar.update(1)
         return manifest
     finally:
+        bar.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -16,6 +16,7 @@ global optimum, not from local depth scores.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -24,7 +25,8 @@ import numpy as np
 from headseg.analysis.capture import HeadActivations, iter_batches
 from headseg.analysis.errors import HeadsegError, InputError, ProfileError
 from headseg.analysis.model import LoadedModel, load_model
-from headseg.analysis.profile import HeadProfile, default_profile_path
+from headseg.analysis.profile import HeadProfile, resolve_profile
+from headseg.analysis.progress import progress_bar
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
@@ -49,62 +51,6 @@ class TopicParams:
     #: subtract the document mean before comparing units (removes the shared
     #: "this is English prose" direction that makes every cosine positive)
     center: bool = True
-
-
-def fallback_profile(loaded: LoadedModel) -> HeadProfile:
-    """Every head of the last layer, equal weights: the paper's sentence-block layer."""
-    info = loaded.info
-    last = info.num_layers - 1
-    heads = [(last, h) for h in range(info.num_heads)]
-    return HeadProfile(
-        model_fingerprint=info.fingerprint,
-        heads=heads,
-        weights=[1.0 / len(heads)] * len(heads),
-        model_name=info.name,
-        num_layers=info.num_layers,
-        num_heads=info.num_heads,
-        corpus="(none: fallback profile, last layer)",
-    )
-
-
-def resolve_profile(loaded: LoadedModel, profile) -> HeadProfile:
-    """A :class:`HeadProfile`, a path to one, or None (shipped default if it matches, else fallback)."""
-    if isinstance(profile, HeadProfile):
-        prof = profile
-    elif profile is not None:
-        prof = HeadProfile.load(profile)
-    else:
-        path = default_profile_path()
-        prof = None
-        if path.is_file():
-            try:
-                prof = HeadProfile.load(path)
-                prof.check_model(loaded.info)
-            except ProfileError:
-                prof = None
-        if prof is None:
-            return fallback_profile(loaded)
-    prof.check_model(loaded.info)
-    return prof
-
-
-def make_backend(loaded: LoadedModel, profile: HeadProfile, backend="auto", device: str | None = None):
-    """A capture backend: an object with ``capture(windows, heads, attention, norms)``, or a name."""
-    if hasattr(backend, "capture"):
-        return backend
-    if backend not in ("auto", "torch", "onnx"):
-        raise HeadsegError(f"unknown backend '{backend}' (use auto, torch or onnx)")
-    try:
-        from headseg.export.backend import make_backend as export_make_backend
-    except ImportError:
-        export_make_backend = None
-    if export_make_backend is not None:
-        return export_make_backend(loaded, profile, backend=backend, device=device)
-    if backend == "onnx":
-        raise HeadsegError("the ONNX backend is not available in this installation")
-    from headseg.analysis.capture import TorchBackend
-
-    return TorchBackend(loaded, device="cpu" if device in (None, "auto") else device)
 
 
 def unit_token_ranges(doc: TokenizedText, units: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -169,21 +115,52 @@ class Segmenter:
     True
     """
 
-    def __init__(self, model=None, profile=None, backend="auto", device: str | None = None,
-                 batch_size: int = 64, max_tokens: int = 128, params: TopicParams | None = None,
-                 unit_params: UnitParams | None = None, unit_mode: str = "auto"):
-        self.loaded = model if isinstance(model, LoadedModel) else load_model(model)
-        self.profile = resolve_profile(self.loaded, profile)
-        self.backend = make_backend(self.loaded, self.profile, backend=backend, device=device)
+    def __init__(self, model: "str | os.PathLike | LoadedModel | None" = None,
+                 profile: "HeadProfile | str | os.PathLike | None" = None,
+                 backend: str = "auto", device: str | None = None, batch_size: int = 64, max_tokens: int = 128,
+                 params: TopicParams | None = None, unit_params: UnitParams | None = None, unit_mode: str = "auto",
+                 artifact: "str | os.PathLike | None" = None, precision: str | None = None,
+                 threads: int | None = None, quiet: bool = False):
+        """``model``: None (embedded), a local directory, a cached hub id, or a :class:`LoadedModel`.
+
+        ``backend``: ``"auto"`` (default) serves from the ONNX artifact of the
+        model, profile and precision, exporting it into the cache on first use,
+        and falls back to torch where ONNX cannot serve; ``"onnx"`` insists on
+        ONNX; ``"torch"`` is the reference.  ``artifact``: serve this exported
+        artifact directory (its ``profile.json`` is the default profile).
+        ``device``: auto, cpu or cuda; ``precision``: fp32, fp16 or int8 instead
+        of the device's default; ``threads``: onnxruntime intra-op threads.
+        """
+        if not isinstance(backend, str) and not hasattr(backend, "capture"):
+            raise HeadsegError(f"backend must be 'auto', 'onnx', 'torch' or a capture backend (got {backend!r})")
+        if backend not in ("auto", "onnx", "torch") and isinstance(backend, str):
+            raise HeadsegError(f"unknown backend '{backend}' (use auto, onnx or torch)")
+        if unit_mode not in ("auto", "rules", "heads"):
+            raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise HeadsegError("batch_size must be a positive integer")
+        if isinstance(model, LoadedModel):
+            self.loaded = model
+        else:
+            # The ONNX engine needs no torch weights: load them only for the torch backend.
+            self.loaded = load_model(model, weights=backend == "torch")
+        if artifact is not None and profile is None:
+            from headseg.export.backend import artifact_profile
+
+            profile = artifact_profile(artifact)
+        self.profile = resolve_profile(self.loaded.info, profile)
+        if hasattr(backend, "capture"):
+            self.backend = backend
+        else:
+            from headseg.export.backend import make_backend
+
+            self.backend = make_backend(self.loaded, self.profile, backend=backend, device=device, artifact=artifact,
+                                        precision=precision, threads=threads, quiet=quiet)
         self.batch_size = int(batch_size)
         self.max_tokens = int(max_tokens)
         self.params = params or TopicParams()
         self.unit_params = unit_params or UnitParams()
-        if unit_mode not in ("auto", "rules", "heads"):
-            raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
         self.unit_mode = unit_mode
-        if self.batch_size < 1:
-            raise HeadsegError("batch_size must be at least 1")
         if not 8 <= self.max_tokens <= self.loaded.info.max_positions:
             raise HeadsegError(f"max_tokens must be between 8 and {self.loaded.info.max_positions}")
         info = self.loaded.info
@@ -193,6 +170,10 @@ class Segmenter:
         self.heads, self.weights = _sorted_selection(self.profile.heads, self.profile.weights)
         self.topic_heads, self.topic_weights = _sorted_selection(
             *self.profile.topic_selection(info.num_layers, info.num_heads))
+
+    def __repr__(self) -> str:
+        return (f"Segmenter(model={self.loaded.info.name!r}, backend={self.backend.name!r}, "
+                f"device={getattr(self.backend, 'device', '?')!r}, profile={self.profile.hash()})")
 
     # ------------------------------------------------------------------ units
     def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None) -> list[tuple[int, int]]:
@@ -219,6 +200,8 @@ class Segmenter:
             bounds.append(bounds[-1] + len(units))
         owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
         index = {id(w): i for i, w in enumerate(windows)}
+        own_bar = progress is True
+        bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
 
         def batches():
             for batch in iter_batches(windows, self.batch_size):
@@ -227,11 +210,15 @@ class Segmenter:
                 content = acts.attention_mask.copy()
                 for b, w in enumerate(batch):
                     content[b, : len(w)] &= ~w.special
-                if progress is not None:
-                    progress.update(len(batch))
+                if bar is not None:
+                    bar.update(len(batch))
                 yield acts, batch_owner, content
 
-        x = pool_units(batches(), bounds[-1], self.topic_weights)
+        try:
+            x = pool_units(batches(), bounds[-1], self.topic_weights)
+        finally:
+            if own_bar:
+                bar.close()
         return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
 
     # ---------------------------------------------------------------- topics
@@ -246,6 +233,7 @@ class Segmenter:
         (a unit larger than the limit is itself split); ``min_chars`` is honoured
         whenever the limits allow it.  The invariant
         ``"".join(s.text for s in result) == text`` always holds.
+        ``progress=True`` shows a progress bar on stderr (when it is a terminal).
         """
         return self.segment_many([text], level=level, segments=segments, min_chars=min_chars,
                                  max_chars=max_chars, max_tokens=max_tokens, penalty=penalty,

@@ -15,6 +15,14 @@ SAMPLE = (
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Tests never touch the user's cache: exported artifacts and records go to one folder per session."""
+    path = tmp_path_factory.mktemp("headseg-cache")
+    os.environ["HEADSEG_CACHE"] = str(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def embedded():
     from headseg.analysis import load_model

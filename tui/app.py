@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Header, Input, Static
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.norms import strip_marker
 
 from .data import (
     DEFAULT_HEAD_BYTES,
@@ -95,13 +96,6 @@ class FindScreen(ModalScreen[str | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
-
-
-def _token_key(tok: str) -> str:
-    for p in ("##", "Ġ", "▁"):
-        if tok.startswith(p):
-            tok = tok[len(p) :]
-    return tok.lower()
 
 
 class HeadsegApp(App):
@@ -263,27 +257,19 @@ class HeadsegApp(App):
             except HeadsegError as exc:
                 notes.append((str(exc), "error"))
         self._profile_heads = []
-        from headseg.analysis.profile import HeadProfile, default_profile_path
+        from types import SimpleNamespace
 
-        path = self.profile_path
-        explicit = path is not None
-        if path is None and default_profile_path().is_file():
-            path = default_profile_path()
-        if path is not None:
-            try:
-                prof = HeadProfile.load(path)
-                if prof.model_fingerprint != doc.source.fingerprint:
-                    if explicit:
-                        notes.append(
-                            (f"profile {path} was made for {prof.model_name or prof.model_fingerprint}, "
-                             f"not {doc.source.name}; heads not marked", "error")
-                        )
-                else:
-                    self._profile_heads = [
-                        (l, h) for l, h in prof.heads if l < doc.num_layers and h < doc.num_heads
-                    ]
-            except HeadsegError as exc:
-                notes.append((str(exc), "error"))
+        from headseg.analysis.profile import FALLBACK_CORPUS, resolve_profile
+
+        info = SimpleNamespace(name=doc.source.name, fingerprint=doc.source.fingerprint,
+                               num_layers=doc.num_layers, num_heads=doc.num_heads)
+        try:
+            prof = resolve_profile(info, self.profile_path)
+            # The fallback (no study was run for this model) marks nothing: no head was selected.
+            if prof.corpus != FALLBACK_CORPUS:
+                self._profile_heads = [(l, h) for l, h in prof.heads if l < doc.num_layers and h < doc.num_heads]
+        except HeadsegError as exc:
+            notes.append((f"{exc}; heads not marked", "error"))
         return notes
 
     def _run_segmenter(self, doc: DocumentModel) -> None:
@@ -558,13 +544,13 @@ class HeadsegApp(App):
         """
         if not query or not query.strip() or self.doc is None:
             return False
-        q = _token_key(query.strip())
+        q = strip_marker(query.strip()).lower()
         start_row = self.matrix_view.cursor[0] + 1
         n = len(self.doc)
         for step in range(n + 1):
             wi = (self.window_index + step) % n
             w = self.doc.window(wi)
-            keys = [_token_key(t) if not sp else None for t, sp in zip(w.tokens, w.special)]
+            keys = [strip_marker(t).lower() if not sp else None for t, sp in zip(w.tokens, w.special)]
             first = start_row if step == 0 else 0
             last = len(keys) if step < n else start_row
             hits = [i for i in range(first, last) if keys[i] == q] or [

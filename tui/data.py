@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.io import atomic_save_npz, decode_text, read_text
 from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.similarity import context_similarity
@@ -391,8 +391,7 @@ class AutoSegmenter:
                 "",
             )
         except Exception as exc:  # noqa: BLE001 - the segmenter is optional; never crash the app
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return sentence_segmentation(text), f"segmenter failed ({msg}); showing sentences"
+            return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
 
     def _make(self, cls):
         kwargs = {}

@@ -14,16 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.norms import strip_marker
 
 #: Display names of the statistics computed from the document, in grid order.
 DOC_STATS = ("separator focus", "within-sentence share", "repetition", "mean distance")
-
-
-def _strip(tok: str) -> str:
-    for p in ("##", "Ġ", "▁"):
-        if tok.startswith(p):
-            tok = tok[len(p) :]
-    return tok.lower()
 
 
 def top_pairs_per_head(s: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +57,7 @@ def window_statistics(window, m, k: int = 10) -> dict[str, np.ndarray]:
     s = m.s.reshape(L * H, *m.s.shape[2:])[:, content][:, :, content]
     i, j = top_pairs_per_head(s, min(k, n * (n - 1) // 2))
     sent = np.asarray(window.sentence_ids)[content]
-    toks = np.asarray([_strip(window.tokens[c]) for c in content])
+    toks = np.asarray([strip_marker(window.tokens[c]).lower() for c in content])
     out["within-sentence share"] = (sent[i] == sent[j]).mean(axis=-1).reshape(L, H)
     out["repetition"] = (toks[i] == toks[j]).mean(axis=-1).reshape(L, H)
     out["mean distance"] = (j - i).mean(axis=-1).reshape(L, H).astype(np.float64)

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from ..capture import TorchBackend
+from ..text import window_width
 from ..errors import HeadsegError, InputError, ProfileError
 from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json
-from ..progress import Progress
+from ..progress import progress_bar
 from .corpus import build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
 from .stats import StudyAccumulator, token_category_index
 
@@ -120,7 +121,7 @@ class Study:
         docs = read_corpus(cfg.corpus, encoding=cfg.encoding, max_bytes=cfg.max_bytes)
         tok = loaded.tokenizer
         self.docs = tokenize_corpus(docs, tok)
-        self.width = cfg.seq_len - len(tok.build_inputs_with_special_tokens([]))
+        self.width = window_width(tok, cfg.seq_len)
         if self.width < 2:
             raise InputError(f"--seq-len {cfg.seq_len} leaves no room for text")
         lengths = [len(d) for d in self.docs]
@@ -147,7 +148,7 @@ class Study:
             self.info.num_layers,
             self.info.num_heads,
             cfg.seq_len,
-            int(len(tok)),
+            int(tok.vocab_size),
             top_fraction=cfg.top_fraction,
             attention_threshold=cfg.attention_threshold,
             null_permutations=cfg.null_permutations,
@@ -263,7 +264,7 @@ class Study:
         backend = TorchBackend(self.loaded, device=cfg.device)
         t0 = time.monotonic()
         done = start
-        with Progress(len(self.batches), desc="study", quiet=cfg.quiet) as prog:
+        with progress_bar(total=len(self.batches), desc="study", disable=cfg.quiet, unit="batch") as prog:
             prog.update(start)
             for bi in range(start, len(self.batches)):
                 self._process(backend, self.batches[bi], bi * cfg.batch_size)

@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ..errors import HeadsegError
-from ..norms import token_categories
+from ..norms import strip_marker, token_categories
 
 VARIANTS = ("quantile", "attention")
 #: token categories for the attention analysis; every token is in exactly one.
@@ -46,20 +46,13 @@ SENTENCE_PUNCT = frozenset({".", "!", "?", "…", "...", "。", "！", "？"})
 CLAUSE_PUNCT = frozenset({",", ";", ":", "—", "–", "，", "；", "："})
 
 
-def _strip(tok: str) -> str:
-    for p in ("##", "Ġ", "▁"):
-        if tok.startswith(p):
-            tok = tok[len(p) :]
-    return tok
-
-
 def token_category_index(tokens: list[str], special: np.ndarray) -> np.ndarray:
     """Category index into :data:`CATEGORIES` for each token: ``[T]`` int64."""
     base = token_categories(tokens, special)
     out = np.full(len(tokens), CATEGORIES.index("other"), dtype=np.int64)
     out[base["frequent"]] = CATEGORIES.index("frequent")
     for i in np.flatnonzero(base["punct"]):
-        t = _strip(tokens[i])
+        t = strip_marker(tokens[i])
         if t in SENTENCE_PUNCT:
             out[i] = CATEGORIES.index("sentence_punct")
         elif t in CLAUSE_PUNCT:

@@ -51,11 +51,20 @@ def _configure_process() -> None:
     """The command line owns its process: quiet third-party chatter that is not meant for users."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    # e.g. "Some weights ... were not used" for the pooler that segmentation never reads
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     import logging
 
-    # onnxruntime's quantiser and transformers log advice on the root logger.
+    # onnxruntime's quantiser logs advice on the root logger.
     logging.getLogger().setLevel(logging.ERROR)
-    logging.getLogger("headseg").setLevel(logging.WARNING)
+    log = logging.getLogger("headseg")
+    log.setLevel(logging.INFO)
+    if not any(getattr(h, "_headseg_cli", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("headseg: %(message)s"))
+        handler._headseg_cli = True
+        log.addHandler(handler)
+    log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.errors import HeadsegError, ProfileError
+from headseg.analysis.errors import HeadsegError
 from headseg.analysis.model import load_model
-from headseg.analysis.profile import HeadProfile, default_profile_path
+from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, cache_dir
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
@@ -32,33 +32,26 @@ def parse_heads(spec: str) -> list[tuple[int, int]]:
     return out
 
 
-def resolve_profile(args, loaded) -> HeadProfile:
-    """The profile named by ``--profile``/``--heads``, else the shipped default; checked against the model."""
+def profile_for(args, loaded) -> HeadProfile:
+    """``--heads`` as a profile, else the one profile policy (:func:`resolve_profile`) for ``--profile``."""
     if args.heads and args.profile:
         raise HeadsegError("give either --profile or --heads, not both")
-    if args.heads:
-        heads = sorted(set(parse_heads(args.heads)))
-        info = loaded.info
-        profile = HeadProfile(
-            model_fingerprint=info.fingerprint,
-            heads=heads,
-            weights=[1.0] * len(heads),
-            model_name=info.name,
-            num_layers=info.num_layers,
-            num_heads=info.num_heads,
-            corpus="(--heads on the command line)",
-            # The same heads for topics, so that exactly these heads are exported.
-            topic_heads=heads,
-        )
-    else:
-        path = args.profile or default_profile_path()
-        if args.profile is None and not default_profile_path().is_file():
-            raise ProfileError(
-                f"no --profile given and the default profile {default_profile_path()} does not exist; "
-                "pass --profile heads.json (from `headseg study`) or --heads L:H,..."
-            )
-        profile = HeadProfile.load(path)
-    profile.check_model(loaded.info)
+    if not args.heads:
+        return resolve_profile(loaded.info, args.profile)
+    heads = sorted(set(parse_heads(args.heads)))
+    info = loaded.info
+    profile = HeadProfile(
+        model_fingerprint=info.fingerprint,
+        heads=heads,
+        weights=[1.0] * len(heads),
+        model_name=info.name,
+        num_layers=info.num_layers,
+        num_heads=info.num_heads,
+        corpus="(--heads on the command line)",
+        # The same heads for topics, so that exactly these heads are exported.
+        topic_heads=heads,
+    )
+    profile.check_model(info)
     return profile
 
 
@@ -66,7 +59,7 @@ def run(args) -> int:
     if args.out and args.cache:
         raise HeadsegError("give either --out DIR or --cache, not both")
     loaded = load_model(args.model)
-    profile = resolve_profile(args, loaded)
+    profile = profile_for(args, loaded)
     phash = profile.hash()
     out = args.out or cache_dir(loaded.info.fingerprint, phash, args.precision)
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
@@ -85,6 +78,8 @@ def run(args) -> int:
         truncate=not args.no_truncate,
         opset=args.opset,
         parity_device=args.device,
+        profile=profile,
+        progress=not args.quiet,
     )
     if args.json:
         print(json.dumps({"artifact": str(out), **m.to_dict()}, indent=2))

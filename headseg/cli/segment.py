@@ -7,7 +7,7 @@ import sys
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.io import atomic_write_text, read_text
-from headseg.analysis.progress import Progress
+from headseg.analysis.progress import progress_bar
 
 from headseg.segmenter.api import LEVELS, Segmenter
 
@@ -56,14 +56,15 @@ def run(args) -> int:
     if not texts:
         raise HeadsegError("no readable input")
     seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend, device=args.device,
-                    batch_size=args.batch_size, unit_mode=args.unit_mode)
+                    batch_size=args.batch_size, unit_mode=args.unit_mode, artifact=args.artifact,
+                    precision=args.precision, quiet=args.quiet)
     kwargs = dict(level=args.level, segments=args.segments, min_chars=args.min_chars,
                   max_chars=args.max_chars, max_tokens=args.max_tokens, penalty=args.penalty)
     results = []
     # Documents go through in groups so the model batches across documents while
     # memory stays bounded by the group, not by the number of files.
     group_chars = 2_000_000
-    with Progress(total=len(texts), desc="segmenting", quiet=args.quiet) as bar:
+    with progress_bar(total=len(texts), desc="segmenting", disable=args.quiet, unit="doc") as bar:
         group: list[int] = []
         size = 0
         for i, t in enumerate(texts + [None]):
@@ -92,8 +93,13 @@ def register(sub) -> None:
     p.add_argument("--level", choices=LEVELS, default="topic")
     options.add_model(p)
     options.add_profile(p)
-    p.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
-                   help="auto uses an exported ONNX artifact when one is cached for the model and profile")
+    p.add_argument("--backend", choices=("auto", "onnx", "torch"), default="auto",
+                   help="auto: the ONNX engine (exported into the cache on first use), torch where it cannot "
+                        "serve; onnx: ONNX or an error; torch: the reference path")
+    p.add_argument("--artifact", default=None, metavar="DIR",
+                   help="serve this exported artifact (from `headseg export --out DIR`)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default=None,
+                   help="ONNX precision (default: fp32 on CPU, fp16 on CUDA)")
     options.add_device(p)
     p.add_argument("--unit-mode", choices=("auto", "rules", "heads"), default="auto",
                    help="units from sentence rules with the heads' block detector for long unpunctuated "

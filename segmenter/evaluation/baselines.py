@@ -251,13 +251,19 @@ class EmbeddingCosineMethod(Method):
         out = []
         # Length-sorted batches waste less padding.
         order = sorted(range(len(units)), key=lambda i: len(units[i]))
+        # Truncated as sentence-transformers does: content cut so that the special tokens still fit.
+        width = min(self.max_tokens, self.loaded.info.max_positions) - len(tok.before) - len(tok.after)
         with torch.inference_mode():
             for s in range(0, len(order), self.batch_size):
                 idx = order[s : s + self.batch_size]
-                enc = tok([units[i] for i in idx], padding=True, truncation=True,
-                          max_length=min(self.max_tokens, self.loaded.info.max_positions), return_tensors="pt")
-                hidden = model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
-                mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                seqs = [tok.before + tok.encode(units[i])[0][:width].tolist() + tok.after for i in idx]
+                ids = np.full((len(seqs), max(map(len, seqs))), tok.pad_token_id or 0, dtype=np.int64)
+                att = np.zeros(ids.shape, dtype=np.int64)
+                for r, seq in enumerate(seqs):
+                    ids[r, : len(seq)] = seq
+                    att[r, : len(seq)] = 1
+                hidden = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(att)).last_hidden_state
+                mask = torch.from_numpy(att).unsqueeze(-1).to(hidden.dtype)
                 emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
                 out.append((idx, emb.double().numpy()))
         res = np.zeros((len(units), self.loaded.info.hidden_size))

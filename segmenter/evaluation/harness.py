@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.io import atomic_write_json
-from headseg.analysis.progress import Progress
+from headseg.analysis.progress import progress_bar
 
 from .baselines import Method
 from .loaders import Document
@@ -110,8 +110,7 @@ class ResultStore:
 
 
 def _short_error(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}"[:300]
+    return f"{type(exc).__name__}: {first_line(exc, 280)}"
 
 
 def run_one(method: Method, doc: Document, k: int | None) -> dict:
@@ -179,7 +178,7 @@ def evaluate(
     store = store or ResultStore(None)
     total = sum(len(ds.documents) for ds in datasets) * len(methods)
     try:
-        with Progress(total, desc="evaluate", quiet=quiet) as bar:
+        with progress_bar(total=total, desc="evaluate", disable=quiet, unit="doc") as bar:
             for ds in datasets:
                 store.note_dataset(ds.name, ds.path, ds.documents)
                 for doc in ds.documents:

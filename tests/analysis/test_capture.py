@@ -113,7 +113,7 @@ def test_padding_changes_nothing(fixture, request):
 def test_subset_equals_full_capture(tiny_bert):
     w = windows_from_text(TEXT, tiny_bert.tokenizer)[0]
     backend = TorchBackend(tiny_bert)
-    full = backend.capture([w])
+    full = backend.capture([w], attention=True)
     subset = backend.capture([w], heads=[(1, 2), (0, 3)], attention=True)
     assert subset.heads == ((0, 3), (1, 2))
     np.testing.assert_array_equal(subset[1, 2], full[1, 2])

@@ -74,7 +74,7 @@ def test_embedded_model_info_and_fingerprint(embedded):
 
 def test_local_directory_model(tmp_path, tiny_roberta):
     tiny_roberta.model.save_pretrained(tmp_path)
-    tiny_roberta.tokenizer.save_pretrained(tmp_path)
+    tiny_roberta.tokenizer.save(tmp_path)
     loaded = load_model(str(tmp_path))
     assert loaded.info.model_type == "roberta"
     assert loaded.info.fingerprint == tiny_roberta.info.fingerprint

@@ -127,10 +127,14 @@ def test_make_backend_cache(tiny_bert, monkeypatch, tmp_path):
     assert isinstance(make_backend(tiny_bert, prof, backend="auto", device="cpu"), TorchBackend)
     assert isinstance(make_backend(tiny_bert, prof, backend="torch"), TorchBackend)
     with pytest.raises(ArtifactError, match="headseg export"):
-        make_backend(tiny_bert, prof, backend="onnx", device="cpu")
+        make_backend(tiny_bert, prof, backend="onnx", device="cpu", export=False)
     where = cache_dir(tiny_bert.info.fingerprint, prof.hash(), "fp32")
     assert where == tmp_path / "cache" / "onnx" / f"{tiny_bert.info.fingerprint}-{prof.hash()}-fp32"
-    export_artifact(tiny_bert, prof.capture_heads, prof.hash(), where)
+    # backend="onnx" exports into the cache when nothing is there, with the profile and tokenizer inside.
+    b = make_backend(tiny_bert, prof, backend="onnx", device="cpu", quiet=True)
+    assert isinstance(b, OnnxBackend) and b.artifact_dir == where
+    assert HeadProfile.load(where / "profile.json").hash() == prof.hash()
+    assert (where / "tokenizer.json").is_file()
     for kind in ("auto", "onnx"):
         b = make_backend(tiny_bert, prof, backend=kind, device="cpu")
         assert isinstance(b, OnnxBackend) and b.precision == "fp32"
@@ -153,7 +157,7 @@ def test_make_backend_cache(tiny_bert, monkeypatch, tmp_path):
 def model_dir(tiny_bert, tmp_path_factory):
     d = tmp_path_factory.mktemp("tinymodel")
     tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save_pretrained(d)
+    tiny_bert.tokenizer.save(d)
     return d
 
 
@@ -213,13 +217,14 @@ def test_cli_bad_input(model_dir, tmp_path, capsys, argv, code, match):
     assert err.startswith("headseg: error:") and match in err and err.count("\n") == 1
 
 
-def test_cli_no_profile_and_no_default(model_dir, tmp_path, monkeypatch, capsys):
-    import headseg.cli.export as cli
+def test_cli_no_profile_exports_the_segmenters_fallback(tiny_bert, model_dir, tmp_path):
+    # The shipped profile belongs to the embedded model: for another model the one
+    # profile policy gives every head of the last layer, and export exports exactly that.
     from headseg.cli import main
 
-    monkeypatch.setattr(cli, "default_profile_path", lambda: tmp_path / "missing.json")
-    assert main(["export", "--model", str(model_dir), "--out", str(tmp_path / "o")]) == ProfileError.exit_code
-    assert "--profile" in capsys.readouterr().err
+    assert main(["export", "--model", str(model_dir), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    last = tiny_bert.info.num_layers - 1
+    assert read_manifest(tmp_path / "o").heads == [(last, h) for h in range(tiny_bert.info.num_heads)]
 
 
 def test_cli_profile_for_another_model(tiny_roberta, model_dir, tmp_path, capsys):

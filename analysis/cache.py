@@ -1,0 +1,168 @@
+"""headseg's on-disk cache: where it is, digests of large files, model fingerprints, locks.
+
+The cache is ``$HEADSEG_CACHE`` if set, else the platform's user cache folder
+(``~/.cache/headseg`` on Linux).  Everything written here is written through a
+temporary file and a rename, so a reader never sees half a file and two
+processes can share the cache.  A cache that cannot be written is not an error
+for readers: the small records below are then simply recomputed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from .errors import ModelError
+
+#: weight files hashed to identify a model directory without loading it
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
+
+
+def cache_root() -> Path:
+    """``$HEADSEG_CACHE`` if set, else the user cache folder for headseg."""
+    env = os.environ.get("HEADSEG_CACHE")
+    if env:
+        return Path(env).expanduser()
+    try:
+        from platformdirs import user_cache_dir
+
+        return Path(user_cache_dir("headseg", appauthor=False))
+    except ImportError:  # platformdirs is a dependency; keep working without it
+        return Path.home() / ".cache" / "headseg"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _stat_key(path: Path) -> str:
+    st = path.stat()
+    return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{st.st_dev}"
+
+
+def _record_path(kind: str, key: str) -> Path:
+    return cache_root() / kind / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
+
+
+def _read_record(kind: str, key: str) -> dict | None:
+    try:
+        data = json.loads(_record_path(kind, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("key") == key else None
+
+
+def _write_record(kind: str, key: str, data: dict) -> bool:
+    """Best effort: False if the cache cannot be written."""
+    from .io import atomic_write_json
+
+    try:
+        atomic_write_json(_record_path(kind, key), {"key": key, **data})
+        return True
+    except OSError:
+        return False
+
+
+def cached_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, remembered by its path, size, mtime and inode (as git's index does).
+
+    A large file (a 90 MB weight file or graph) is hashed once; later calls only
+    ``stat`` it.  Any change of size, mtime or inode hashes it again.
+    """
+    p = Path(path)
+    key = _stat_key(p)
+    rec = _read_record("digests", key)
+    if rec is not None and isinstance(rec.get("sha256"), str):
+        return rec["sha256"]
+    digest = file_sha256(p)
+    _write_record("digests", key, {"sha256": digest})
+    return digest
+
+
+def weights_digest(model_dir: str | os.PathLike) -> str:
+    """One digest of a model directory's config and weight files, computed without loading them."""
+    d = Path(model_dir)
+    files = [d / "config.json"] + [d / n for n in WEIGHT_FILES if (d / n).is_file()]
+    files += sorted(d.glob("model-*.safetensors")) + sorted(d.glob("pytorch_model-*.bin"))
+    if len(files) == 1:
+        raise ModelError(f"{d}: no weight file ({', '.join(WEIGHT_FILES)}) to identify the model by")
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        h.update(cached_digest(f).encode())
+    return h.hexdigest()[:32]
+
+
+def known_fingerprint(digest: str) -> str | None:
+    """The model fingerprint (hash of its parameters) recorded for a weights digest, if any."""
+    rec = _read_record("fingerprints", digest)
+    fp = None if rec is None else rec.get("fingerprint")
+    return fp if isinstance(fp, str) else None
+
+
+def remember_fingerprint(digest: str, fingerprint: str) -> bool:
+    """Record that the weights with ``digest`` have ``fingerprint`` (best effort)."""
+    return _write_record("fingerprints", digest, {"fingerprint": fingerprint})
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike, timeout: float = 600.0) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if needed), waited for up to ``timeout`` seconds.
+
+    POSIX ``flock``: the lock dies with its process, so a killed exporter never
+    leaves a stale lock behind.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(p, "a+")
+    try:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: rely on atomic renames alone
+            yield
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise ModelError(f"{p}: another process has held this lock for {timeout:.0f} s") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    finally:
+        fh.close()
+
+
+def writable_dir(path: str | os.PathLike) -> bool:
+    """Whether files can be created in ``path`` (made if missing)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def clear_records(kinds: Sequence[str] = ("digests", "fingerprints")) -> None:
+    """Drop the small records (tests, or after moving models around)."""
+    import shutil
+
+    for k in kinds:
+        shutil.rmtree(cache_root() / k, ignore_errors=True)
