@@ -235,14 +235,20 @@ def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) 
     return None
 
 
-def artifact_profile(artifact: str | os.PathLike):
-    """The head profile an artifact was exported with (``profile.json`` inside it)."""
+def artifact_profile(artifact: str | os.PathLike, loaded: LoadedModel | None = None):
+    """The head profile an artifact was exported with (``profile.json`` inside it).
+
+    With ``loaded``, the artifact is first checked to come from that model, so a
+    mismatch is reported as what it is (an artifact of another model).
+    """
     from headseg.analysis.profile import HeadProfile
 
     from .artifact import PROFILE_NAME
 
     d = Path(artifact)
-    read_manifest(d)  # a clear message for a missing or broken artifact first
+    manifest = read_manifest(d)  # a clear message for a missing or broken artifact first
+    if loaded is not None:
+        check_matches(manifest, loaded.info.fingerprint or None, None, str(d), weights_digest=loaded.weights_digest)
     if not (d / PROFILE_NAME).is_file():
         raise ArtifactError(f"{d}: no {PROFILE_NAME} in the artifact; pass --profile or run `headseg export` again")
     return HeadProfile.load(d / PROFILE_NAME)

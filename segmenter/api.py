@@ -147,7 +147,7 @@ class Segmenter:
         if artifact is not None and profile is None:
             from headseg.export.backend import artifact_profile
 
-            profile = artifact_profile(artifact)
+            profile = artifact_profile(artifact, self.loaded)
         self.profile = resolve_profile(self.loaded.info, profile)
         if hasattr(backend, "capture"):
             self.backend = backend

@@ -137,8 +137,10 @@ def test_hooks_are_removed_even_on_error(tiny_bert):
             raise RuntimeError("boom")
     assert len(layer._forward_hooks) == before
     # and after a normal capture too
+    # (transformers 5 keeps hooks of its own on these modules: count ours, not all)
+    counts = [len(l.attention.self._forward_hooks) for l in tiny_bert.layers]
     TorchBackend(tiny_bert).capture(windows_from_text(TEXT, tiny_bert.tokenizer)[:1])
-    assert all(len(l.attention.self._forward_hooks) == 0 for l in tiny_bert.layers)
+    assert [len(l.attention.self._forward_hooks) for l in tiny_bert.layers] == counts
 
 
 def test_similarity_symmetric_zero_diagonal_and_definition(tiny_bert):

@@ -1,0 +1,128 @@
+"""One library: the wheel holds `headseg` alone, it imports beside a user's own `analysis`, and it
+changes nothing in its host process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (whl,) = out.glob("headseg-*.whl")
+    return whl
+
+
+def test_wheel_top_level_is_headseg_alone(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert {t for t in tops if not t.endswith(".dist-info")} == {"headseg"}
+    for sub in ("analysis", "segmenter", "export", "tui", "cli"):
+        assert f"headseg/{sub}/__init__.py" in names
+    assert "headseg/py.typed" in names and "headseg/analysis/data/heads_minilm.json" in names
+    entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "headseg = headseg.cli:main" in entry
+
+
+@pytest.mark.slow
+def test_wheel_beside_users_own_analysis_and_export(wheel, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", "-q", str(wheel)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    # The dependencies come from the test environment; its own (editable) headseg must not.
+    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                        text=True).strip())
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    work = tmp_path / "project"
+    for pkg in ("analysis", "export"):
+        (work / pkg).mkdir(parents=True)
+        (work / pkg / "__init__.py").write_text(f"WHO = 'user {pkg}'\n")
+    code = (
+        "import json, analysis, export, headseg\n"
+        "seg = headseg.Segmenter(quiet=True)\n"
+        "text = 'The cat sat on the mat. It purred.\\n\\nStocks fell sharply today. Markets were nervous.'\n"
+        "res = seg.segment(text)\n"
+        "print(json.dumps({'analysis': analysis.WHO, 'export': export.WHO, 'headseg': headseg.__file__,\n"
+        "                  'sub': headseg.analysis.__file__, 'joined': ''.join(s.text for s in res) == text,\n"
+        "                  'n': len(res)}))\n"
+    )
+    r = subprocess.run([str(py), "-c", code], cwd=work, capture_output=True, text=True, timeout=600,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["analysis"] == "user analysis" and got["export"] == "user export"
+    assert got["headseg"].startswith(str(site)) and got["sub"].startswith(str(site / "headseg" / "analysis"))
+    assert got["joined"] and got["n"] >= 1
+    r = subprocess.run([str(venv / "bin" / "headseg"), "--version"], capture_output=True, text=True, timeout=120,
+                       cwd=work)
+    assert r.returncode == 0 and r.stdout.startswith("headseg ")
+
+
+SIDE_EFFECTS = r"""
+import json, logging, os, sys
+import huggingface_hub.constants as hub
+import transformers
+# Loading any transformers model makes torch set variables of its own (KMP_*, TORCHINDUCTOR_CACHE_DIR):
+# do that first, so that what is compared is what headseg does.
+from headseg.analysis.model import embedded_model_path
+transformers.AutoModel.from_pretrained(str(embedded_model_path()), local_files_only=True)
+before = {"env": dict(os.environ), "offline": hub.HF_HUB_OFFLINE,
+          "verbosity": transformers.logging.get_verbosity(), "root": logging.getLogger().level,
+          "root_handlers": len(logging.getLogger().handlers)}
+from headseg import Segmenter
+for backend in ("torch", "auto"):
+    seg = Segmenter(backend=backend, quiet=True)
+    seg.segment("A first sentence. A second one about something else.")
+after = {"env": dict(os.environ), "offline": hub.HF_HUB_OFFLINE,
+         "verbosity": transformers.logging.get_verbosity(), "root": logging.getLogger().level,
+         "root_handlers": len(logging.getLogger().handlers)}
+print(json.dumps({"same": before == after, "before": {k: v for k, v in before.items() if k != "env"},
+                  "after": {k: v for k, v in after.items() if k != "env"},
+                  "env_diff": sorted(set(after["env"].items()) ^ set(before["env"].items()))}))
+"""
+
+
+@pytest.mark.slow
+def test_segmenter_changes_nothing_in_the_host_process():
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                                                              "TRANSFORMERS_VERBOSITY", "TOKENIZERS_PARALLELISM")}
+    r = subprocess.run([sys.executable, "-c", SIDE_EFFECTS], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["same"], got
+    assert got["before"]["offline"] is False
+
+
+HIDDEN_ORT = r"""
+import sys
+sys.modules["onnxruntime"] = None  # as if onnxruntime were not installed
+from headseg import Segmenter
+seg = Segmenter(backend="auto")
+res = seg.segment("The cat sat on the mat. It purred.\n\nStocks fell sharply today. Markets were nervous.")
+print(seg.backend.name, len(res))
+"""
+
+
+@pytest.mark.slow
+def test_auto_backend_works_without_onnxruntime():
+    r = subprocess.run([sys.executable, "-c", HIDDEN_ORT], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    name, n = r.stdout.split()
+    assert name == "torch" and int(n) >= 1
+    assert "onnxruntime" in r.stderr  # says why it did not serve with ONNX
