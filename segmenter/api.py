@@ -273,16 +273,8 @@ class Segmenter:
                      penalty: float | None = None, progress=None,
                      token_counter: TokenCounterSpec = None) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
-        if level not in LEVELS:
-            raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
-        for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
-                        ("max_tokens", max_tokens)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
-        if max_chars is not None and min_chars is not None and min_chars > max_chars:
-            raise HeadsegError("min_chars is larger than max_chars")
-        if penalty is not None and not penalty >= 0:
-            raise HeadsegError("penalty must be non-negative")
+        check_segment_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+                              max_tokens=max_tokens, penalty=penalty)
         counter = resolve_token_counter(token_counter)
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
@@ -348,6 +340,22 @@ class Segmenter:
         if max_tokens is not None and not measure.exact:
             cuts = _repair_cuts(cost, cuts, lambda a, b: measure.span(units[a][0], units[b - 1][1]) <= max_tokens)
         return cuts, boundary_strength(cost, cuts)
+
+
+def check_segment_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
+                          max_chars: int | None = None, max_tokens: int | None = None,
+                          penalty: float | None = None) -> None:
+    """Raise :class:`HeadsegError` for options :meth:`Segmenter.segment` would refuse (no model needed)."""
+    if level not in LEVELS:
+        raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
+    for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
+                    ("max_tokens", max_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
+    if max_chars is not None and min_chars is not None and min_chars > max_chars:
+        raise HeadsegError("min_chars is larger than max_chars")
+    if penalty is not None and not penalty >= 0:
+        raise HeadsegError("penalty must be non-negative")
 
 
 def local_noise(x: np.ndarray) -> float:
