@@ -443,11 +443,16 @@ class TokenMeasure:
         self.exact = counter is None
         self.doc = doc
         self._tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+        # the same spans are counted by the unit split, the search sizes and the final check
+        self._memo: dict[tuple[int, int], int] = {}
 
     def span(self, s: int, e: int) -> int:
         if self.counter is None:
             return int(np.searchsorted(self._tok_start, e, "left") - np.searchsorted(self._tok_start, s, "left"))
-        return self.counter(self.text[s:e])
+        n = self._memo.get((s, e))
+        if n is None:
+            n = self._memo[(s, e)] = self.counter(self.text[s:e])
+        return n
 
     def additive_sizes(self, units: Sequence[tuple[int, int]], max_tokens: int) -> tuple[np.ndarray, float]:
         """Per-unit sizes and the limit on their sum for the search.
@@ -460,7 +465,7 @@ class TokenMeasure:
             r = unit_token_ranges(self.doc, units)
             return (r[:, 1] - r[:, 0]).astype(np.float64), float(max_tokens)
         overhead = self.counter("")
-        sizes = np.asarray([max(self.counter(self.text[a:b]) - overhead, 0) for a, b in units], dtype=np.float64)
+        sizes = np.asarray([max(self.span(a, b) - overhead, 0) for a, b in units], dtype=np.float64)
         return sizes, float(max_tokens - overhead)
 
     def counted(self, result: Segmentation) -> Segmentation:

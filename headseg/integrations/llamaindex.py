@@ -14,6 +14,7 @@ offsets are headseg's, relative to the text of the node that was parsed.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, List, Optional, Sequence
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -54,6 +55,9 @@ class HeadsegNodeParser(NodeParser):
     _runner: SegmenterRunner = PrivateAttr()
 
     def __init__(self, segmenter: Segmenter | None = None, **data: Any):
+        for key in ("model", "profile"):
+            if isinstance(data.get(key), os.PathLike):
+                data[key] = os.fspath(data[key])
         super().__init__(**data)
         self._runner = SegmenterRunner(
             segmenter, model=self.model, profile=self.profile, backend=self.backend, device=self.device,
