@@ -132,7 +132,7 @@ def test_special_tokens_are_charged_once_per_segment(seg, model_count):
     assert len(result) < len(seg.units(text))
 
 
-def test_counter_loading_and_errors(seg, tmp_path, model_count):
+def test_counter_loading_and_errors(seg, tmp_path, model_count, tokenizer):
     text = "a fairly long sentence " * 40
     # a tokenizer.json that truncates at 8 tokens must not cap the count
     data = json.loads((embedded_model_path() / "tokenizer.json").read_text(encoding="utf-8"))
@@ -145,6 +145,12 @@ def test_counter_loading_and_errors(seg, tmp_path, model_count):
     from tokenizers import Tokenizer
 
     assert resolve_token_counter(Tokenizer.from_file(str(tmp_path / "tokenizer.json")))(text) == model_count(text)
+    assert resolve_token_counter(tokenizer)(text) == resolve_token_counter("embedded")(text) == model_count(text)
+    # a directory without tokenizer.json (vocab.txt only): transformers builds the tokenizer offline
+    vocab_only = tmp_path / "vocab-only"
+    tokenizer.save_pretrained(vocab_only)
+    (vocab_only / "tokenizer.json").unlink()
+    assert resolve_token_counter(vocab_only)(text) == model_count(text)
 
     with pytest.raises(ModelError, match="no such directory"):
         resolve_token_counter(str(tmp_path / "missing"))
