@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
@@ -34,6 +34,10 @@ class HeadsegTextSplitter(TextSplitter):
 
     Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device`` to
     build one on first use, and the options of :meth:`headseg.Segmenter.segment`.
+    LangChain's ``chunk_size`` and ``length_function`` are accepted too, as
+    ``max_tokens`` counted by ``length_function`` (``max_chars`` without one), so
+    ``HeadsegTextSplitter.from_huggingface_tokenizer(tokenizer, chunk_size=256)``
+    works; ``chunk_overlap`` must be 0.
     Each chunk keeps a copy of its document's metadata and, with
     ``add_start_index`` (the default), gets ``start_index`` and ``end_index``:
     ``document.page_content[start_index:end_index] == chunk.page_content``.
@@ -44,7 +48,26 @@ class HeadsegTextSplitter(TextSplitter):
                  level: str = "topic", segments: int | None = None, min_chars: int | None = None,
                  max_chars: int | None = None, max_tokens: int | None = None,
                  token_counter: TokenCounterSpec = None, penalty: float | None = None,
-                 add_start_index: bool = True):
+                 add_start_index: bool = True, chunk_size: int | None = None, chunk_overlap: int = 0,
+                 length_function: Callable[[str], int] | None = None):
+        # LangChain's own names, so from_huggingface_tokenizer(tok, chunk_size=N) and
+        # from_tiktoken_encoder(...) work: chunk_size is a hard limit in
+        # length_function's units (characters without one).
+        if chunk_overlap:
+            raise ValueError("HeadsegTextSplitter chunks tile the text; chunk_overlap must be 0")
+        if length_function is not None and length_function is not len:
+            if token_counter is not None:
+                raise ValueError("pass token_counter or length_function, not both")
+            token_counter = length_function
+        if chunk_size is not None:
+            if token_counter is not None:
+                if max_tokens is not None:
+                    raise ValueError("pass max_tokens or chunk_size, not both")
+                max_tokens = chunk_size
+            else:
+                if max_chars is not None:
+                    raise ValueError("pass max_chars or chunk_size, not both")
+                max_chars = chunk_size
         self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
                                       level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
                                       max_tokens=max_tokens, token_counter=token_counter, penalty=penalty)

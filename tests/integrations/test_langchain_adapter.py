@@ -59,6 +59,19 @@ def test_token_limit_in_a_foreign_counter(tiny_segmenter):
     assert all(words(c) <= 9 for c in chunks)
 
 
+def test_langchain_constructors_and_names(tiny_segmenter, tokenizer):
+    # from_huggingface_tokenizer passes length_function; chunk_size is then a token limit
+    splitter = HeadsegTextSplitter.from_huggingface_tokenizer(tokenizer, segmenter=tiny_segmenter, chunk_size=15)
+    chunks = splitter.split_text(REPEATED)
+    assert "".join(chunks) == REPEATED
+    assert all(len(tokenizer.tokenize(c)) <= 15 for c in chunks)
+    assert max(len(tokenizer.tokenize(c)) for c in chunks) > 8  # a real limit, not tiny units
+    by_chars = HeadsegTextSplitter(tiny_segmenter, chunk_size=60).split_text(REPEATED)
+    assert "".join(by_chars) == REPEATED and all(len(c) <= 60 for c in by_chars)
+    with pytest.raises(ValueError, match="overlap"):
+        HeadsegTextSplitter(tiny_segmenter, chunk_overlap=10)
+
+
 def test_bad_options_fail_at_construction(tiny_segmenter):
     with pytest.raises(HeadsegError, match="level"):
         HeadsegTextSplitter(tiny_segmenter, level="chapter")
