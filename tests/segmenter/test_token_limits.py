@@ -24,7 +24,7 @@ WORDS = st.sampled_from([
     "Dr.", "«quote»",
 ])
 TEXTS = st.lists(WORDS, min_size=0, max_size=40).map(lambda ws: " ".join(ws))
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def words(s: str) -> int:
