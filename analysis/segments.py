@@ -5,6 +5,7 @@ Invariant: segments tile the text, so ``"".join(s.text for s in seg) == seg.text
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
@@ -13,15 +14,23 @@ from .errors import HeadsegError
 
 @dataclass(frozen=True)
 class Segment:
-    """``text[start:end]``; ``score`` is the strength of the boundary that *opens* it (0 for the first)."""
+    """``text[start:end]``; ``score`` is the strength of the boundary that *opens* it (0 for the first).
+
+    ``token_count``: the segment's size in the tokens its ``max_tokens`` limit is
+    measured in: the ``token_counter``'s when one was given, else the segmenter
+    model's (a token of the document belongs to the segment its first character
+    falls in).  None when the segment was not made by a segmenter.
+    """
 
     start: int
     end: int
     text: str
     score: float = 0.0
+    token_count: int | None = None
 
     def to_dict(self) -> dict:
-        return {"start": self.start, "end": self.end, "score": self.score, "text": self.text}
+        return {"start": self.start, "end": self.end, "score": self.score, "text": self.text,
+                "token_count": self.token_count}
 
 
 @dataclass
@@ -50,6 +59,39 @@ class Segmentation:
 
     def __getitem__(self, i):
         return self.segments[i]
+
+    def to_dict(self, document: str | None = None) -> dict:
+        """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
+
+        ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
+        "token_count"}]}``; scores are rounded to 6 decimals.
+        """
+        return {
+            "document": document,
+            "level": self.level,
+            "segments": [
+                {"index": i, "start": s.start, "end": s.end, "score": round(s.score, 6), "text": s.text,
+                 "token_count": s.token_count}
+                for i, s in enumerate(self.segments)
+            ],
+        }
+
+    def to_json(self, document: str | None = None, indent: int | None = None) -> str:
+        """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""
+        return json.dumps(self.to_dict(document), indent=indent, ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, record: dict) -> "Segmentation":
+        """Rebuild from a :meth:`to_dict` record (the text is the segments' texts joined)."""
+        try:
+            items = sorted(record["segments"], key=lambda r: r["index"])
+            text = "".join(r["text"] for r in items)
+            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"))
+                    for r in items]
+            level = record.get("level", "topic")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeadsegError(f"not a segmentation record: {type(exc).__name__}: {exc}") from None
+        return cls(text=text, segments=segs, level=level)
 
     @property
     def boundaries(self) -> list[int]:

@@ -17,8 +17,8 @@ global optimum, not from local depth scores.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from headseg.analysis.segments import Segment, Segmentation
 from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
+from .tokens import TokenCounterSpec, resolve_token_counter
 from .units import UnitParams, find_units
 
 LEVELS = ("topic", "unit")
@@ -224,7 +225,8 @@ class Segmenter:
     # ---------------------------------------------------------------- topics
     def segment(self, text: str, level: str = "topic", segments: int | None = None,
                 min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                penalty: float | None = None, progress=None) -> Segmentation:
+                penalty: float | None = None, progress=None,
+                token_counter: TokenCounterSpec = None) -> Segmentation:
         """Segment ``text``.
 
         ``level="unit"``: sentence-like units.  ``level="topic"`` (default): coherent
@@ -234,84 +236,114 @@ class Segmenter:
         whenever the limits allow it.  The invariant
         ``"".join(s.text for s in result) == text`` always holds.
         ``progress=True`` shows a progress bar on stderr (when it is a terminal).
+
+        ``max_tokens`` counts the segmenter model's tokens unless ``token_counter``
+        is given: a callable ``str -> int``, a tokenizer, a local Hugging Face
+        tokenizer directory or a cached model name (see
+        :func:`headseg.segmenter.tokens.resolve_token_counter`).  Every segment's
+        ``token_counter(segment.text) <= max_tokens`` then holds, checked on the
+        final segments; a segment that the search's additive estimate let through
+        over the limit (subword counts do not add up over concatenation) is split
+        again at its best unit boundary, so in that rare case there can be more
+        than ``segments`` segments.  ``Segment.token_count`` is in the counter's
+        units, or the model's without one.
         """
         return self.segment_many([text], level=level, segments=segments, min_chars=min_chars,
                                  max_chars=max_chars, max_tokens=max_tokens, penalty=penalty,
-                                 progress=progress)[0]
+                                 progress=progress, token_counter=token_counter)[0]
+
+    def __call__(self, text: str, **kwargs) -> Segmentation:
+        """Same as :meth:`segment`."""
+        return self.segment(text, **kwargs)
 
     def segment_many(self, texts: Sequence[str], level: str = "topic", segments: int | None = None,
                      min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                     penalty: float | None = None, progress=None) -> list[Segmentation]:
+                     penalty: float | None = None, progress=None,
+                     token_counter: TokenCounterSpec = None) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
-        if level not in LEVELS:
-            raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
-        for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
-                        ("max_tokens", max_tokens)):
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-                raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
-        if max_chars is not None and min_chars is not None and min_chars > max_chars:
-            raise HeadsegError("min_chars is larger than max_chars")
-        if penalty is not None and not penalty >= 0:
-            raise HeadsegError("penalty must be non-negative")
+        check_segment_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+                              max_tokens=max_tokens, penalty=penalty)
+        counter = resolve_token_counter(token_counter)
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InputError(f"expected text as str, got {type(text).__name__}")
-            if not text.strip():
-                segs = [] if not text else [Segment(0, len(text), text, 0.0)]
-                results[i] = Segmentation(text=text, segments=segs, level=level, meta={"units": len(segs)})
-                continue
             doc = tokenize(text, self.loaded.tokenizer)
-            units = _split_oversized(text, doc, self.units(text, doc=doc), max_chars, max_tokens)
+            measure = TokenMeasure(text, doc, counter)
+            if not text.strip():
+                # Nothing to compare: only the hard limits can cut whitespace.
+                spans = _split_oversized(text, doc, [(0, len(text))] if text else [], max_chars, max_tokens,
+                                         measure)
+                results[i] = measure.counted(Segmentation.from_boundaries(
+                    text, [a for a, _ in spans[1:]], [0.0] * (len(spans) - 1), level=level,
+                    meta={"units": len(spans)}))
+                continue
+            units = _split_oversized(text, doc, self.units(text, doc=doc), max_chars, max_tokens, measure)
             if level == "unit":
-                results[i] = Segmentation.from_boundaries(text, [a for a, _ in units[1:]],
-                                                          [1.0] * (len(units) - 1), level="unit",
-                                                          meta={"units": len(units)})
+                results[i] = measure.counted(Segmentation.from_boundaries(
+                    text, [a for a, _ in units[1:]], [1.0] * (len(units) - 1), level="unit",
+                    meta={"units": len(units)}))
             else:
-                work.append((i, doc, units))
+                work.append((i, doc, units, measure))
         if work:
-            vectors = self._vectors_many([(doc, units) for _, doc, units in work], progress=progress)
-            for (i, doc, units), x in zip(work, vectors):
+            vectors = self._vectors_many([(doc, units) for _, doc, units, _ in work], progress=progress)
+            for (i, doc, units, measure), x in zip(work, vectors):
                 text = texts[i]
                 cuts, scores = self._topic_cuts(x, text, doc, units, segments, min_chars, max_chars,
-                                                max_tokens, penalty)
-                results[i] = Segmentation.from_boundaries(
+                                                max_tokens, penalty, measure)
+                results[i] = measure.counted(Segmentation.from_boundaries(
                     text, [units[c][0] for c in cuts], scores, level="topic",
-                    meta={"units": len(units), "profile": self.profile.hash()})
+                    meta={"units": len(units), "profile": self.profile.hash()}))
         return results
 
-    def _topic_cuts(self, x, text, doc, units, segments, min_chars, max_chars, max_tokens, penalty):
+    def _topic_cuts(self, x, text, doc, units, segments, min_chars, max_chars, max_tokens, penalty,
+                    measure: "TokenMeasure | None" = None):
         n = len(units)
         if n == 1:
             return [], []
+        measure = measure or TokenMeasure(text, doc, None)
         p = self.params
         if p.center:
             x = x - x.mean(axis=0, keepdims=True)
             norms = np.linalg.norm(x, axis=1, keepdims=True)
             x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
-        sizes, limit, lower = None, None, None
+        sizes, limit, lower, token_limit = None, None, None, None
         if max_chars is not None or max_tokens is not None or min_chars is not None:
-            # Limits are enforced on characters or tokens; with both, the tighter one wins
-            # by searching on characters and forbidding spans over the token limit.
+            # The search runs on characters (max_chars, min_chars) and forbids spans
+            # over the token limit on the side, so min_chars stays in characters.
             chars = np.asarray([b - a for a, b in units], dtype=np.float64)
-            r = unit_token_ranges(doc, units)
-            toks = (r[:, 1] - r[:, 0]).astype(np.float64)
-            if max_tokens is not None and max_chars is None:
-                sizes, limit = toks, float(max_tokens)
-            else:
-                sizes, limit = chars, None if max_chars is None else float(max_chars)
+            sizes, limit = chars, None if max_chars is None else float(max_chars)
             lower = None if min_chars is None else float(min_chars)
-            if max_tokens is not None and max_chars is not None:
+            if max_tokens is not None:
+                toks, token_limit = measure.additive_sizes(units, max_tokens)
                 sizes = np.stack([chars, toks], axis=1)
-        cost = _make_cost(x, sizes, limit, lower, p.max_units, max_tokens if max_chars is not None else None)
+        cost = _make_cost(x, sizes, limit, lower, p.max_units, token_limit)
         if segments is not None:
             k = min(segments, n)
             cuts = partition_k(cost, k)
         else:
             beta = (p.penalty if penalty is None else penalty) * local_noise(x) * np.log(n)
             cuts = partition_penalised(cost, beta)
+        if max_tokens is not None and not measure.exact:
+            cuts = _repair_cuts(cost, cuts, lambda a, b: measure.span(units[a][0], units[b - 1][1]) <= max_tokens)
         return cuts, boundary_strength(cost, cuts)
+
+
+def check_segment_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
+                          max_chars: int | None = None, max_tokens: int | None = None,
+                          penalty: float | None = None) -> None:
+    """Raise :class:`HeadsegError` for options :meth:`Segmenter.segment` would refuse (no model needed)."""
+    if level not in LEVELS:
+        raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
+    for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
+                    ("max_tokens", max_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
+    if max_chars is not None and min_chars is not None and min_chars > max_chars:
+        raise HeadsegError("min_chars is larger than max_chars")
+    if penalty is not None and not penalty >= 0:
+        raise HeadsegError("penalty must be non-negative")
 
 
 def local_noise(x: np.ndarray) -> float:
@@ -353,10 +385,14 @@ def _make_cost(x, sizes, limit, lower, max_units, token_limit):
     return SegmentCost(x, sizes, limit, lower, max_units)
 
 
-def _split_oversized(text, doc, units, max_chars, max_tokens):
-    """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable."""
+def _split_oversized(text, doc, units, max_chars, max_tokens, measure: "TokenMeasure | None" = None):
+    """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable.
+
+    Token counts come from ``measure`` (default: the model's tokens in ``doc``).
+    """
     if max_chars is None and max_tokens is None:
         return units
+    measure = measure or TokenMeasure(text, doc, None)
     tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
     tok_end = doc.offsets[:, 1] if len(doc) else np.zeros(0, np.int64)
     out = []
@@ -364,15 +400,88 @@ def _split_oversized(text, doc, units, max_chars, max_tokens):
         stack = [(a, b)]
         while stack:
             s, e = stack.pop()
-            n_tok = int(np.searchsorted(tok_start, e, "left") - np.searchsorted(tok_start, s, "left"))
-            too_long = (max_chars is not None and e - s > max_chars) or (max_tokens is not None and n_tok > max_tokens)
-            if not too_long or e - s <= 1:
+            over_chars = max_chars is not None and e - s > max_chars
+            n_tok = measure.span(s, e) if max_tokens is not None and not over_chars else 0
+            too_long = over_chars or (max_tokens is not None and n_tok > max_tokens)
+            if not too_long:
                 out.append((s, e))
                 continue
+            if e - s <= 1:
+                raise HeadsegError(f"max_tokens={max_tokens} cannot be met: {text[s:e]!r} alone counts "
+                                   f"{n_tok} tokens")
             cut = _best_cut(text, s, e, tok_start, tok_end)
             stack.append((cut, e))
             stack.append((s, cut))
     return out
+
+
+class TokenMeasure:
+    """Token counts of spans of one document, in the units of its ``max_tokens`` limit.
+
+    Without a counter: the model's tokens of the whole document, a token counted
+    in the span its first character falls in, so counts add up exactly over
+    concatenation.  With a counter: ``counter(text[s:e])``; such counts need not
+    add up (a word cut in two can cost more tokens, or fewer), so the search uses
+    an additive estimate and the final segments are checked with the counter.
+    """
+
+    def __init__(self, text: str, doc: TokenizedText, counter: Callable[[str], int] | None):
+        self.text = text
+        self.counter = counter
+        self.exact = counter is None
+        self.doc = doc
+        self._tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+        # the same spans are counted by the unit split, the search sizes and the final check
+        self._memo: dict[tuple[int, int], int] = {}
+
+    def span(self, s: int, e: int) -> int:
+        if self.counter is None:
+            return int(np.searchsorted(self._tok_start, e, "left") - np.searchsorted(self._tok_start, s, "left"))
+        n = self._memo.get((s, e))
+        if n is None:
+            n = self._memo[(s, e)] = self.counter(self.text[s:e])
+        return n
+
+    def additive_sizes(self, units: Sequence[tuple[int, int]], max_tokens: int) -> tuple[np.ndarray, float]:
+        """Per-unit sizes and the limit on their sum for the search.
+
+        A counter's count of the empty string (special tokens it adds to every
+        string, say) is charged once per segment, not once per unit: without
+        that, ten units would pay for ``[CLS]``/``[SEP]`` ten times.
+        """
+        if self.counter is None:
+            r = unit_token_ranges(self.doc, units)
+            return (r[:, 1] - r[:, 0]).astype(np.float64), float(max_tokens)
+        overhead = self.counter("")
+        sizes = np.asarray([max(self.span(a, b) - overhead, 0) for a, b in units], dtype=np.float64)
+        return sizes, float(max_tokens - overhead)
+
+    def counted(self, result: Segmentation) -> Segmentation:
+        """``result`` with every segment's ``token_count`` filled in."""
+        segs = [replace(s, token_count=self.span(s.start, s.end)) for s in result.segments]
+        return Segmentation(text=result.text, segments=segs, level=result.level, meta=result.meta)
+
+
+def _repair_cuts(cost: SegmentCost, cuts: list[int], fits: Callable[[int, int], bool]) -> list[int]:
+    """Cuts (unit indices) such that every span ``[a, b)`` of units ``fits``.
+
+    A span that does not fit is split where the two halves are most coherent
+    (least scatter), recursively; single units always fit, since
+    :func:`_split_oversized` made them so.
+    """
+    edges = [0, *cuts, cost.n]
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        stack = [(a, b)]
+        while stack:
+            s, e = stack.pop()
+            if e - s <= 1 or fits(s, e):
+                out.append(s)
+                continue
+            m = min(range(s + 1, e), key=lambda m: cost.cost(s, m) + cost.cost(m, e))
+            stack.append((m, e))
+            stack.append((s, m))
+    return [c for c in out if c > 0]
 
 
 def _best_cut(text, s, e, tok_start, tok_end):

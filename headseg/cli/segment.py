@@ -18,17 +18,11 @@ def _render(fmt: str, docs: list[tuple[str, object]]) -> str:
     if fmt == "jsonl":
         lines = []
         for name, seg in docs:
-            for i, s in enumerate(seg):
-                lines.append(json.dumps({"document": name, "index": i, "start": s.start, "end": s.end,
-                                         "score": round(s.score, 6), "text": s.text}, ensure_ascii=False))
+            for rec in seg.to_dict(document=name)["segments"]:
+                lines.append(json.dumps({"document": name, **rec}, ensure_ascii=False))
         return "".join(line + "\n" for line in lines)
     if fmt == "json":
-        payload = [
-            {"document": name, "level": seg.level, "segments": [
-                {"index": i, "start": s.start, "end": s.end, "score": round(s.score, 6), "text": s.text}
-                for i, s in enumerate(seg)]}
-            for name, seg in docs
-        ]
+        payload = [seg.to_dict(document=name) for name, seg in docs]
         return json.dumps(payload if len(payload) != 1 else payload[0], indent=2, ensure_ascii=False) + "\n"
     out = []
     for name, seg in docs:

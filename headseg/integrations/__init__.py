@@ -1,0 +1,15 @@
+"""headseg inside document-processing frameworks.
+
+One module per framework, each behind its own extra, imported only when asked
+for (importing :mod:`headseg` or this package imports no framework):
+
+* :mod:`headseg.integrations.langchain` — ``HeadsegTextSplitter`` (``pip install headseg[langchain]``)
+* :mod:`headseg.integrations.llamaindex` — ``HeadsegNodeParser`` (``pip install headseg[llamaindex]``)
+* :mod:`headseg.integrations.haystack` — ``HeadsegDocumentSplitter`` (``pip install headseg[haystack]``)
+
+Every adapter takes a ready :class:`~headseg.Segmenter` or the arguments to
+build one (``model``, ``profile``, ``backend``, ``device``), and the segmenting
+options of :meth:`~headseg.Segmenter.segment` (``level``, ``segments``,
+``min_chars``, ``max_chars``, ``max_tokens``, ``token_counter``, ``penalty``).
+Chunks carry headseg's exact character offsets and tile their document.
+"""

@@ -1,0 +1,103 @@
+"""Haystack 2 component: topic segments with exact offsets and hard size limits.
+
+>>> from haystack import Document
+>>> from headseg.integrations.haystack import HeadsegDocumentSplitter
+>>> splitter = HeadsegDocumentSplitter(max_chars=1500)
+>>> splitter.warm_up()
+>>> chunks = splitter.run([Document(content=text)])["documents"]
+
+Each chunk's ``meta`` is a copy of its document's, plus ``source_id`` (the
+document's id), ``split_id`` (its index in the document), ``split_idx_start``
+(its exact character offset) and ``page_number`` (pages split by form feeds),
+as Haystack's own ``DocumentSplitter`` writes them.
+"""
+
+from __future__ import annotations
+
+import os
+from copy import deepcopy
+from typing import Any
+
+from haystack import Document, component, default_from_dict, default_to_dict
+from haystack.core.errors import SerializationError
+
+from headseg.segmenter.api import Segmenter
+from headseg.segmenter.tokens import TokenCounterSpec
+
+from ._common import SegmenterRunner, page_numbers
+
+__all__ = ["HeadsegDocumentSplitter"]
+
+
+@component
+class HeadsegDocumentSplitter:
+    """Split documents into headseg topic segments (or units with ``level="unit"``).
+
+    Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device``,
+    loaded once by :meth:`warm_up` (or the first :meth:`run`), and the options of
+    :meth:`headseg.Segmenter.segment`.  Documents with empty content are skipped
+    unless ``skip_empty_documents`` is False.
+    """
+
+    def __init__(self, segmenter: Segmenter | None = None, model: str | None = None, profile: str | None = None,
+                 backend: str = "auto", device: str | None = None, level: str = "topic",
+                 segments: int | None = None, min_chars: int | None = None, max_chars: int | None = None,
+                 max_tokens: int | None = None, token_counter: TokenCounterSpec = None,
+                 penalty: float | None = None, skip_empty_documents: bool = True):
+        self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
+                                      level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+                                      max_tokens=max_tokens, token_counter=token_counter, penalty=penalty)
+        self.skip_empty_documents = skip_empty_documents
+        self._given_segmenter = segmenter is not None
+
+    def warm_up(self) -> None:
+        """Load the model (once; later calls do nothing)."""
+        self.runner.segmenter
+
+    @component.output_types(documents=list[Document])
+    def run(self, documents: list[Document]) -> dict[str, list[Document]]:
+        """Split ``documents``; returns ``{"documents": [chunks, in document order]}``."""
+        if not isinstance(documents, list) or any(not isinstance(d, Document) for d in documents):
+            raise TypeError("HeadsegDocumentSplitter expects a list of Documents")
+        todo = []
+        for doc in documents:
+            if doc.content is None:
+                raise ValueError(f"HeadsegDocumentSplitter needs text documents; document {doc.id} has no content")
+            if doc.content == "" and self.skip_empty_documents:
+                continue
+            todo.append(doc)
+        out = []
+        # one call for all documents, so the model batches across them
+        for doc, result in zip(todo, self.runner.segment_many([d.content for d in todo])):
+            for i, (s, page) in enumerate(zip(result, page_numbers(doc.content, result))):
+                meta = deepcopy(doc.meta)
+                meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page)
+                out.append(Document(content=s.text, meta=meta))
+        return {"documents": out}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Serialise for a pipeline file: only a segmenter built from names, and a counter given by name, can be."""
+        spec = self.runner.token_counter_spec
+        if self._given_segmenter:
+            raise SerializationError("HeadsegDocumentSplitter built from a Segmenter object cannot be serialised; "
+                                     "build it from model/profile/backend/device instead")
+        if spec is not None and not isinstance(spec, (str, os.PathLike)):
+            raise SerializationError("HeadsegDocumentSplitter with a callable token_counter cannot be serialised; "
+                                     "give the tokenizer as a directory or cached model name")
+        args = self.runner.build_args
+        return default_to_dict(self, model=_plain(args["model"]), profile=_plain(args["profile"]),
+                               backend=args["backend"], device=args["device"],
+                               token_counter=_plain(spec), skip_empty_documents=self.skip_empty_documents,
+                               **self.runner.options)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "HeadsegDocumentSplitter":
+        return default_from_dict(cls, data)
+
+
+def _plain(value):
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise SerializationError(f"cannot serialise {type(value).__name__} for a pipeline file")

@@ -1,0 +1,104 @@
+"""LangChain text splitter: topic segments with exact offsets and hard size limits.
+
+>>> from langchain_core.documents import Document
+>>> from headseg.integrations.langchain import HeadsegTextSplitter
+>>> splitter = HeadsegTextSplitter(max_tokens=256, token_counter="BAAI/bge-small-en-v1.5")
+>>> chunks = splitter.split_documents([Document(page_content=text, metadata={"source": "a.txt"})])
+>>> text[chunks[0].metadata["start_index"]:chunks[0].metadata["end_index"]] == chunks[0].page_content
+True
+
+Unlike ``TextSplitter.create_documents``, which finds ``start_index`` with
+``str.find`` (wrong on repeated text), the offsets here are headseg's own, and
+the chunks tile each document exactly (no stripping, no overlap).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any, Callable, Iterable
+
+from langchain_core.documents import Document
+from langchain_text_splitters import TextSplitter
+
+from headseg.segmenter.api import Segmenter
+from headseg.segmenter.tokens import TokenCounterSpec
+
+from ._common import SegmenterRunner
+
+__all__ = ["HeadsegTextSplitter"]
+
+
+class HeadsegTextSplitter(TextSplitter):
+    """Split text into headseg topic segments (or units with ``level="unit"``).
+
+    Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device`` to
+    build one on first use, and the options of :meth:`headseg.Segmenter.segment`.
+    LangChain's ``chunk_size`` and ``length_function`` are accepted too, as
+    ``max_tokens`` counted by ``length_function`` (``max_chars`` without one), so
+    ``HeadsegTextSplitter.from_huggingface_tokenizer(tokenizer, chunk_size=256)``
+    works; ``chunk_overlap`` must be 0.
+    Each chunk keeps a copy of its document's metadata and, with
+    ``add_start_index`` (the default), gets ``start_index`` and ``end_index``:
+    ``document.page_content[start_index:end_index] == chunk.page_content``.
+    """
+
+    def __init__(self, segmenter: Segmenter | None = None, *, model: str | os.PathLike | None = None,
+                 profile: Any = None, backend: str = "auto", device: str | None = None,
+                 level: str = "topic", segments: int | None = None, min_chars: int | None = None,
+                 max_chars: int | None = None, max_tokens: int | None = None,
+                 token_counter: TokenCounterSpec = None, penalty: float | None = None,
+                 add_start_index: bool = True, chunk_size: int | None = None, chunk_overlap: int = 0,
+                 length_function: Callable[[str], int] | None = None):
+        # LangChain's own names, so from_huggingface_tokenizer(tok, chunk_size=N) and
+        # from_tiktoken_encoder(...) work: chunk_size is a hard limit in
+        # length_function's units (characters without one).
+        if chunk_overlap:
+            raise ValueError("HeadsegTextSplitter chunks tile the text; chunk_overlap must be 0")
+        if length_function is not None and length_function is not len:
+            if token_counter is not None:
+                raise ValueError("pass token_counter or length_function, not both")
+            token_counter = length_function
+        if chunk_size is not None:
+            if token_counter is not None:
+                if max_tokens is not None:
+                    raise ValueError("pass max_tokens or chunk_size, not both")
+                max_tokens = chunk_size
+            else:
+                if max_chars is not None:
+                    raise ValueError("pass max_chars or chunk_size, not both")
+                max_chars = chunk_size
+        self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
+                                      level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+                                      max_tokens=max_tokens, token_counter=token_counter, penalty=penalty)
+        # The base class's size and overlap drive only its own merging, which is
+        # not used here; headseg never overlaps chunks and never strips them.
+        super().__init__(chunk_size=max_chars or max_tokens or 4000, chunk_overlap=0,
+                         add_start_index=add_start_index, strip_whitespace=False)
+
+    @property
+    def segmenter(self) -> Segmenter:
+        """The segmenter (the model loads on first access)."""
+        return self.runner.segmenter
+
+    def split_text(self, text: str) -> list[str]:
+        return [s.text for s in self.runner.segment_many([text])[0]]
+
+    def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
+        texts = list(texts)
+        if metadatas is not None and len(metadatas) != len(texts):
+            raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
+        out = []
+        # one call for all texts, so the model batches across documents
+        for i, result in enumerate(self.runner.segment_many(texts)):
+            for s in result:
+                meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
+                if self._add_start_index:
+                    meta["start_index"] = s.start
+                    meta["end_index"] = s.end
+                out.append(Document(page_content=s.text, metadata=meta))
+        return out
+
+    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
+        docs = list(documents)
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
