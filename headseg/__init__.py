@@ -13,8 +13,6 @@ process.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version as _version
-
 from headseg.analysis.errors import (
     ArtifactError,
     DeviceError,
@@ -27,10 +25,19 @@ from headseg.analysis.model import load_model
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.segmenter.api import Segmenter
 
-try:
-    __version__ = _version("headseg")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+
+
+def __getattr__(name: str):
+    # Read from the package metadata on first use: importlib.metadata costs a
+    # noticeable part of a short command's start-up.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("headseg")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0+unknown"
+    raise AttributeError(f"module 'headseg' has no attribute {name!r}")
 
 __all__ = [
     "ArtifactError",

@@ -1,0 +1,166 @@
+"""The serving engine against the torch path and the same-model peers: cold start, throughput, memory.
+
+    .venv/bin/python benchmarks/serving.py cold [--runs 5] [--doc examples/sample.txt]
+    .venv/bin/python benchmarks/serving.py throughput [--sets choi3,lectures_ai,lectures_physics]
+                                                     [--limit N] [--peers] [--precisions fp32,int8]
+
+``cold``: whole ``headseg segment DOC`` processes, the ONNX artifact already in
+the cache, the default (ONNX) and ``--backend torch`` taking turns; wall time,
+CPU time and peak RSS per process (``os.wait4``), medians; and whether the
+serving process imported torch.
+
+``throughput``: each configuration in its own process on the same documents
+(so peak RSS is that configuration's alone): the whole segmenter with the ONNX
+engine and with torch, and (``--peers``) LangChain's and chonkie's semantic
+chunkers on the same model.  Documents/s and characters/s after one warm-up
+document; the ONNX and torch boundaries are compared document by document.
+
+Times drift on a shared machine: the claims are the ratios of one run, printed
+with the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+SETS = {"choi3": "choi/3/3-11", "lectures_ai": "lectures_ai", "lectures_physics": "lectures_physics",
+        "dialseg711": "dialseg711"}
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _run(cmd: list[str], env=None) -> dict:
+    """Run a command; wall seconds, CPU seconds and peak RSS (MiB) of that process alone."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode(errors='replace')[-2000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
+            "out": out.decode(), "err": err.decode()}
+
+
+PROBE = "import sys; from headseg.cli import main; rc = main(sys.argv[1:]); " \
+        "print('TORCH' if 'torch' in sys.modules else 'NOTORCH', file=sys.stderr); sys.exit(rc)"
+
+
+def cold(args) -> None:
+    doc = Path(args.doc)
+    from headseg import Segmenter
+
+    seg = Segmenter()  # make sure the artifact is in the cache (exports on first use)
+    print(f"artifact: {seg.backend.artifact_dir}")
+    configs = {"onnx (default)": [], "torch": ["--backend", "torch"]}
+    rows = {k: [] for k in configs}
+    for i in range(args.runs):
+        for name, extra in configs.items():
+            r = _run([sys.executable, "-c", PROBE, "segment", str(doc), "--quiet", *extra])
+            r["torch_imported"] = "NOTORCH" not in r["err"]
+            rows[name].append(r)
+    print(f"\nCold start: `headseg segment {doc}` ({doc.stat().st_size:,} bytes), {args.runs} runs each, "
+          f"taking turns; {load()}")
+    print(f"{'configuration':<16} {'wall s (median)':>16} {'CPU s':>8} {'peak RSS MiB':>13} {'torch imported':>15}")
+    med = {}
+    for name, rs in rows.items():
+        med[name] = {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "rss")}
+        print(f"{name:<16} {med[name]['wall']:>16.2f} {med[name]['cpu']:>8.2f} {med[name]['rss']:>13.0f} "
+              f"{str(any(r['torch_imported'] for r in rs)):>15}")
+    a, b = med["onnx (default)"], med["torch"]
+    print(f"torch / onnx: wall {b['wall'] / a['wall']:.1f}x, CPU {b['cpu'] / a['cpu']:.1f}x, "
+          f"peak RSS {a['rss'] / b['rss']:.2f} of torch's")
+    outs = {name: rs[0]["out"] for name, rs in rows.items()}
+    print("same output:", len(set(outs.values())) == 1)
+
+
+WORKER = r"""
+import json, os, sys, time
+from headseg.segmenter.evaluation.loaders import iter_documents
+cfg = json.loads(sys.argv[1])
+docs = []
+for path in cfg["paths"]:
+    docs += list(iter_documents(path, limit=cfg["limit"] or None))
+name = cfg["name"]
+if name in ("onnx", "torch"):
+    from headseg import Segmenter
+    kw = {"backend": name, "quiet": True}
+    if name == "onnx":
+        kw["precision"] = cfg.get("precision") or None
+    seg = Segmenter(**kw)
+    run = lambda d: seg.segment(d.text).boundaries
+else:
+    from headseg.segmenter.evaluation.baselines import make_method
+    m = make_method(name)
+    m.setup()
+    def run(d):
+        p = m.predict(d)
+        return p.chars or p.units
+run(docs[0])  # warm-up
+t0 = time.perf_counter()
+out = [run(d) for d in docs]
+dt = time.perf_counter() - t0
+print(json.dumps({"docs": len(docs), "chars": sum(len(d.text) for d in docs), "seconds": dt,
+                  "boundaries": out if name in ("onnx", "torch") else None}))
+"""
+
+
+def throughput(args) -> None:
+    paths = [str(DATA / SETS[s]) for s in args.sets.split(",")]
+    names = [("onnx", p) for p in args.precisions.split(",")] + [("torch", None)]
+    if args.peers:
+        names += [("langchain", None), ("chonkie", None)]
+    res = {}
+    for name, prec in names:
+        key = name if prec in (None, "fp32") else f"{name} {prec}"
+        cfg = {"name": name, "precision": prec, "paths": paths, "limit": args.limit}
+        r = _run([sys.executable, "-c", WORKER, json.dumps(cfg)])
+        d = json.loads(r["out"].strip().splitlines()[-1])
+        d["rss"] = r["rss"]
+        res[key] = d
+        print(f"  {key}: {d['docs']} docs in {d['seconds']:.1f} s", file=sys.stderr)
+    first = next(iter(res.values()))
+    print(f"\nThroughput of the whole segmenter on {first['docs']} documents ({first['chars']:,} characters) "
+          f"from {args.sets}" + (f", at most {args.limit} per set" if args.limit else "") + f"; {load()}")
+    print(f"{'configuration':<14} {'docs/s':>8} {'kchars/s':>9} {'vs torch':>9} {'peak RSS MiB':>13}")
+    base = res["torch"]["docs"] / res["torch"]["seconds"]
+    for key, d in res.items():
+        rate = d["docs"] / d["seconds"]
+        print(f"{key:<14} {rate:>8.2f} {d['chars'] / d['seconds'] / 1000:>9.1f} {rate / base:>8.2f}x {d['rss']:>13.0f}")
+    for key in res:
+        if key.startswith("onnx"):
+            same = sum(a == b for a, b in zip(res[key]["boundaries"], res["torch"]["boundaries"]))
+            print(f"{key}: boundaries equal to torch on {same} of {res[key]['docs']} documents")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("cold")
+    c.add_argument("--runs", type=int, default=5)
+    c.add_argument("--doc", default=str(ROOT / "examples" / "sample.txt"))
+    t = sub.add_parser("throughput")
+    t.add_argument("--sets", default="choi3,lectures_ai,lectures_physics")
+    t.add_argument("--limit", type=int, default=0, help="at most N documents per set (0: all)")
+    t.add_argument("--peers", action="store_true", help="also LangChain's and chonkie's semantic chunkers")
+    t.add_argument("--precisions", default="fp32", help="ONNX precisions to run, e.g. fp32,int8")
+    args = ap.parse_args()
+    {"cold": cold, "throughput": throughput}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
