@@ -209,6 +209,7 @@ def load_model(model: str | os.PathLike | None = None) -> LoadedModel:
             raw_cfg = json.load(fh)
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot read {path / 'config.json'}: {exc}") from None
+    _check_config(raw_cfg, path / "config.json")
     model_type = raw_cfg.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(
@@ -217,25 +218,57 @@ def load_model(model: str | os.PathLike | None = None) -> LoadedModel:
         )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
     try:
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
         tokenizer = AutoTokenizer.from_pretrained(str(path), use_fast=True, local_files_only=True)
-        encoder = AutoModel.from_pretrained(
-            str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
-        )
-    except TypeError:
-        # Some architectures (e.g. ELECTRA) have no pooling layer argument.
-        from transformers import AutoModel
-
-        encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
     except Exception as exc:
-        raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {str(exc).splitlines()[0]}") from None
+        raise ModelError(f"cannot load the tokenizer of model '{name}' (it needs tokenizer.json or the tokenizer's "
+                         f"vocabulary files beside the weights): {_first_line(exc)}") from None
+    try:
+        try:
+            encoder = AutoModel.from_pretrained(
+                str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
+            )
+        except TypeError:
+            # Some architectures (e.g. ELECTRA) have no pooling layer argument.
+            encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+    except Exception as exc:
+        raise ModelError(f"cannot load model '{name}': {_first_line(exc)}") from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"model '{name}' has no fast tokenizer (tokenizer.json); character offsets need one")
     encoder = encoder.float()
     loaded = wrap_model(encoder, tokenizer, name=name, path=str(path))
     _CACHE[key] = loaded
     return loaded
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc).strip() else ''}"
+
+
+#: config.json entries the encoder's shapes come from: positive integers.
+_CONFIG_INTS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                "max_position_embeddings", "vocab_size", "type_vocab_size")
+_CONFIG_FLOATS = ("layer_norm_eps", "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+
+
+def _check_config(cfg, source: Path) -> None:
+    """Refuse a config.json transformers would fail on with a traceback (wrong shape or types)."""
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{source}: expected a JSON object, found a JSON {type(cfg).__name__}")
+    for key in _CONFIG_INTS:
+        v = cfg.get(key)
+        if key in cfg and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ModelError(f"{source}: '{key}' must be a positive integer, not {v!r}")
+    for key in _CONFIG_FLOATS:
+        v = cfg.get(key)
+        if key in cfg and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ModelError(f"{source}: '{key}' must be a number, not {v!r}")
+    if "model_type" in cfg and not isinstance(cfg["model_type"], str):
+        raise ModelError(f"{source}: 'model_type' must be a string, not {cfg['model_type']!r}")
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    if isinstance(heads, int) and isinstance(hidden, int) and hidden % heads:
+        raise ModelError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")
