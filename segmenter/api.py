@@ -16,6 +16,7 @@ global optimum, not from local depth scores.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -291,6 +292,17 @@ class Segmenter:
                 results[i] = Segmentation.from_boundaries(
                     text, [units[c][0] for c in cuts], scores, level="topic",
                     meta={"units": len(units), "profile": self.profile.hash()})
+        if segments is not None and level == "topic":
+            # A segment is at least one unit: more segments than units cannot be had.
+            # Said on stderr (the "headseg" logger) and in meta, never silently.
+            for i, r in enumerate(results):
+                r.meta["segments_requested"] = int(segments)
+                r.meta["segments_capped"] = len(r) < segments
+                if len(r) < segments:
+                    name = f"document {i + 1}: " if len(results) > 1 else ""
+                    logging.getLogger("headseg").warning(
+                        "headseg: warning: %s%d segments requested, but the text has only %d unit(s): "
+                        "returning %d segment(s)", name, segments, r.meta.get("units", len(r)), len(r))
         return results
 
     def _topic_cuts(self, x, text, doc, units, segments, min_chars, max_chars, max_tokens, penalty):
