@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
+import regex
 
 from headseg.analysis.capture import HeadActivations, iter_batches
 from headseg.analysis.errors import HeadsegError, InputError, ProfileError
@@ -378,7 +379,12 @@ def _make_cost(x, sizes, limit, lower, max_units, token_limit):
 
 
 def _split_oversized(text, doc, units, max_chars, max_tokens):
-    """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable."""
+    """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable.
+
+    Cuts fall on grapheme cluster boundaries (never inside an emoji sequence or
+    between a letter and its combining mark), unless one cluster is itself over
+    the limit: the limit is hard.
+    """
     if max_chars is None and max_tokens is None:
         return units
     tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
@@ -386,6 +392,7 @@ def _split_oversized(text, doc, units, max_chars, max_tokens):
     out = []
     for a, b in units:
         stack = [(a, b)]
+        clusters = None
         while stack:
             s, e = stack.pop()
             n_tok = int(np.searchsorted(tok_start, e, "left") - np.searchsorted(tok_start, s, "left"))
@@ -393,23 +400,48 @@ def _split_oversized(text, doc, units, max_chars, max_tokens):
             if not too_long or e - s <= 1:
                 out.append((s, e))
                 continue
-            cut = _best_cut(text, s, e, tok_start, tok_end)
+            if clusters is None:
+                clusters = grapheme_starts(text, a, b)  # once per unit, only for units that need a cut
+            cut = _best_cut(text, s, e, tok_start, tok_end, clusters)
             stack.append((cut, e))
             stack.append((s, cut))
     return out
 
 
-def _best_cut(text, s, e, tok_start, tok_end):
-    """A split point near the middle of ``text[s:e]``: after whitespace, else at a token start, else mid."""
+_GRAPHEME = regex.compile(r"\X")
+
+
+def grapheme_starts(text: str, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Sorted offsets in ``[start, end]`` where a grapheme cluster of ``text[start:end]`` starts, and ``end``."""
+    end = len(text) if end is None else end
+    lengths = np.fromiter(map(len, _GRAPHEME.findall(text, start, end)), dtype=np.int64)
+    return np.concatenate([[start], start + np.cumsum(lengths)]).astype(np.int64)
+
+
+def _best_cut(text, s, e, tok_start, tok_end, clusters=None):
+    """A split point near the middle of ``text[s:e]`` on a grapheme cluster boundary (``clusters``,
+    from :func:`grapheme_starts`): after whitespace, else at a token start, else the cluster boundary
+    nearest the middle; inside a cluster only when ``text[s:e]`` is one cluster."""
+    if clusters is None:
+        clusters = grapheme_starts(text, s, e)
+
+    def on_boundary(c) -> bool:
+        i = int(np.searchsorted(clusters, c))
+        return i < len(clusters) and clusters[i] == c
+
     mid = (s + e) // 2
     for radius in range(0, (e - s) // 2):
         for c in (mid + radius, mid - radius):
-            if s < c < e and text[c - 1].isspace() and not text[c].isspace():
+            if s < c < e and text[c - 1].isspace() and not text[c].isspace() and on_boundary(c):
                 return c
     i = int(np.searchsorted(tok_start, mid))
     for c in (tok_start[i] if i < len(tok_start) else -1, tok_start[i - 1] if i > 0 else -1):
-        if s < c < e:
+        if s < c < e and on_boundary(c):
             return int(c)
+    j = int(np.searchsorted(clusters, mid))
+    inside = [int(clusters[k]) for k in (j - 1, j) if 0 <= k < len(clusters) and s < clusters[k] < e]
+    if inside:
+        return min(inside, key=lambda c: (abs(c - mid), c))
     c = mid
     # never split a "\r\n" pair
     if text[c - 1] == "\r" and text[c] == "\n" and c + 1 < e:
