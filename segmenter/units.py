@@ -8,9 +8,12 @@ changes: for each gap between two tokens the *block contrast* is
 selected head (on unit-normalised vectors), weighted by the head profile.
 
 Decoding is left to right and self-synchronising: each model window starts at
-the last committed boundary, and only the first clear peak in it is committed.
-A boundary therefore depends only on the text from the previous boundary on,
-never on where a fixed window grid happens to start.
+the last committed boundary.  With ``UnitParams.commit="first"`` only the first
+clear peak in it is committed, so a boundary depends only on the text from the
+previous boundary on; the default ``"all"`` commits every clear peak before the
+window's last ``margin`` tokens, which needs about half the windows
+(docs/performance.md compares the two).  Windows of many decoders go through
+the model in shared batches (:func:`detect_lines`).
 
 Line breaks are hard boundaries (one-sentence-per-line and transcript files);
 text between line breaks goes through the detector whether or not it has
