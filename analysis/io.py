@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -14,20 +17,61 @@ from .errors import InputError
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 
+#: Byte order marks that name their encoding unambiguously; UTF-32 first, since
+#: the UTF-32 LE mark begins with the UTF-16 LE one.
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+
+#: C0 controls that never occur in text (tab, line breaks, form feed and ESC excluded).
+_BINARY_CONTROLS = re.compile(r"[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f]")
+
+
+def _norm_encoding(encoding: str) -> str:
+    return encoding.lower().replace("-", "").replace("_", "")
+
+
 def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
-    """Decode bytes to text, refusing binary data and undecodable input."""
-    if b"\x00" in data[:65536] and not encoding.lower().replace("-", "").startswith("utf16"):
-        raise InputError(f"{source}: looks like a binary file (NUL bytes); headseg reads text")
+    """Decode bytes to text, refusing binary data and undecodable input.
+
+    With the default UTF-8, a UTF-16 or UTF-32 byte order mark selects that
+    encoding (the mark is unambiguous).  Binary content is judged on the whole
+    decoded text: any NUL, or control characters in more than a tenth of it.
+    """
+    enc = encoding
+    if _norm_encoding(encoding) in ("utf8", "utf8sig"):
+        for bom, name in _BOMS:
+            if data.startswith(bom):
+                enc, data = name, data[len(bom):]
+                break
     try:
-        text = data.decode(encoding)
+        text = data.decode(enc)
     except LookupError:
         raise InputError(f"unknown encoding '{encoding}'") from None
     except UnicodeDecodeError as exc:
+        if b"\x00" in data:
+            raise InputError(f"{source}: looks like a binary file (NUL bytes); headseg reads text "
+                             "(for UTF-16/UTF-32 text without a byte order mark pass --encoding utf-16 or utf-32)"
+                             ) from None
         raise InputError(
-            f"{source}: not valid {encoding} at byte {exc.start}; pass --encoding (e.g. latin-1) if it is text"
+            f"{source}: not valid {enc} at byte {exc.start}; pass --encoding (e.g. latin-1) if it is text"
         ) from None
     if text.startswith("\ufeff"):
         text = text[1:]
+    if "\x00" in text:
+        raise InputError(f"{source}: looks like a binary file (NUL characters); headseg reads text "
+                         "(for UTF-16/UTF-32 text without a byte order mark pass --encoding utf-16 or utf-32)")
+    # Counting stops early: a text only needs to be shown to be below the limit.
+    limit = len(text) // 10
+    if limit and _BINARY_CONTROLS.search(text):
+        count = 0
+        for _ in _BINARY_CONTROLS.finditer(text):
+            count += 1
+            if count > limit:
+                raise InputError(f"{source}: looks like a binary file (mostly control characters); headseg reads text")
     return text
 
 
@@ -106,3 +150,167 @@ def atomic_save_npz(path: str | os.PathLike, **arrays) -> None:
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic_write_bytes(path, buf.getvalue())
+
+
+# --------------------------------------------------------------------- outputs
+#: ``--out -`` means standard output.
+STDOUT = "-"
+
+#: Pseudo file systems whose entries look writable but are not files.
+_PSEUDO_ROOTS = ("/proc", "/sys", "/dev")
+
+
+def _is_under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _input_stats(inputs) -> list[tuple[str, os.stat_result]]:
+    out = []
+    for src in inputs or ():
+        if src is None or str(src) == STDOUT:
+            continue
+        try:
+            out.append((str(src), os.stat(src)))  # follows symlinks: a link to an input is that input
+        except OSError:
+            continue
+    return out
+
+
+def _check_not_input(target: Path, inputs: list[tuple[str, os.stat_result]], what: str) -> None:
+    try:
+        st = os.stat(target)
+    except OSError:
+        st = None
+    real = os.path.realpath(target)
+    for src, sst in inputs:
+        if st is not None and _same_file(st, sst):
+            raise InputError(f"{what} {target}: is the input {src} (same file); "
+                             "refusing to overwrite an input, pick another output")
+        if stat.S_ISDIR(sst.st_mode) and real.startswith(os.path.realpath(src) + os.sep):
+            # an input folder is read recursively: a file written inside it would be an input next time
+            raise InputError(f"{what} {target}: is inside the input folder {src}; pick another output")
+
+
+def _probe_writable(folder: Path, what: str, target: Path) -> None:
+    """Create and remove a temporary file in ``folder`` (the nearest existing one on the way to it)."""
+    probe_dir = folder
+    while not probe_dir.exists():
+        if probe_dir.parent == probe_dir:
+            break
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir():
+        raise InputError(f"{what} {target}: {probe_dir} is not a directory")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".headseg-probe.", suffix=".tmp", dir=str(probe_dir))
+    except OSError as exc:
+        raise InputError(f"{what} {target}: cannot write in {probe_dir} ({exc.strerror or exc})") from None
+    os.close(fd)
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
+def _check_pseudo(target: Path, what: str) -> None:
+    real = os.path.realpath(target)
+    for root in _PSEUDO_ROOTS:
+        if _is_under(real, "/dev/shm"):
+            continue  # a real (tmpfs) file system
+        if _is_under(real, root) or _is_under(os.path.abspath(target), root):
+            raise InputError(f"{what} {target}: is under {root}, not a place for output files"
+                             + (" (use --out - for standard output)" if root == "/dev" else ""))
+
+
+def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--out") -> Path | None:
+    """Refuse, before any work, an output file that cannot or must not be written.
+
+    ``None`` or ``-`` (standard output) pass.  Refused with :class:`InputError`
+    (exit 2): a path that is one of ``inputs`` (the same file by device and
+    inode, so hard links and symlinks count), a file inside an input folder, a
+    directory, anything that is not a regular file, anything under ``/proc``,
+    ``/sys`` or ``/dev``, and a location where no file can be created (checked
+    by creating and removing a temporary file beside the target, as the atomic
+    write will).  Returns the path to write.
+    """
+    if out is None or str(out) == STDOUT:
+        return None
+    target = Path(out).expanduser()
+    if str(out) == "":
+        raise InputError(f"{what}: empty path")
+    _check_pseudo(target, what)
+    if target.is_dir():
+        raise InputError(f"{what} {target}: is a directory; give a file name")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{what} {target}: exists and is not a regular file")
+    _check_not_input(target, _input_stats(inputs), what)
+    _probe_writable(target.parent, what, target)
+    return target
+
+
+def check_output_dir(out: str | os.PathLike, inputs=(), files=(), what: str = "--out") -> Path:
+    """:func:`check_output_path` for an output folder and the ``files`` that will be written in it."""
+    if str(out) in ("", STDOUT):
+        raise InputError(f"{what} needs a directory, not '{out}'")
+    target = Path(out).expanduser()
+    _check_pseudo(target, what)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{what} {target}: exists and is not a directory")
+    stats = _input_stats(inputs)
+    for src, sst in stats:
+        if target.exists() and _same_file(os.stat(target), sst):
+            raise InputError(f"{what} {target}: is the input folder {src}; pick another output folder")
+    for name in files:
+        _check_not_input(target / name, stats, what)
+    _probe_writable(target, what, target)
+    return target
+
+
+def write_output(out: str | os.PathLike | None, data: str | bytes) -> None:
+    """Write ``data`` to ``out`` atomically, or to standard output for ``None`` / ``-``."""
+    if out is None or str(out) == STDOUT:
+        if isinstance(data, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(data)
+            sys.stdout.flush()
+        return
+    atomic_write_bytes(out, data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def open_output(out: str | os.PathLike | None, binary: bool = False):
+    """A stream to write ``out`` piece by piece: standard output for ``None`` / ``-``.
+
+    A file is written beside the target and renamed over it only when the
+    block ends without an exception, so a failed or interrupted run leaves the
+    old file (or none) and no partial one.
+    """
+    if out is None or str(out) == STDOUT:
+        stream = sys.stdout.buffer if binary else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    p = Path(out)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -241,8 +241,7 @@ def read_config(path: Path, name: str) -> dict:
             cfg = json.load(fh)
     except (OSError, ValueError) as exc:
         raise ModelError(f"cannot read {path / 'config.json'}: {first_line(exc)}") from None
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{path / 'config.json'}: not a model configuration (expected a JSON object)")
+    _check_config(cfg, path / "config.json")
     model_type = cfg.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         raise ModelError(
@@ -327,3 +326,28 @@ def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> 
         loaded.model  # noqa: B018
         remember_fingerprint(loaded.weights_digest, loaded.info.fingerprint)
     return loaded
+
+
+#: config.json entries the encoder's shapes come from: positive integers.
+_CONFIG_INTS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
+                "max_position_embeddings", "vocab_size", "type_vocab_size")
+_CONFIG_FLOATS = ("layer_norm_eps", "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+
+
+def _check_config(cfg, source: Path) -> None:
+    """Refuse a config.json transformers would fail on with a traceback (wrong shape or types)."""
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{source}: expected a JSON object, found a JSON {type(cfg).__name__}")
+    for key in _CONFIG_INTS:
+        v = cfg.get(key)
+        if key in cfg and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ModelError(f"{source}: '{key}' must be a positive integer, not {v!r}")
+    for key in _CONFIG_FLOATS:
+        v = cfg.get(key)
+        if key in cfg and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ModelError(f"{source}: '{key}' must be a number, not {v!r}")
+    if "model_type" in cfg and not isinstance(cfg["model_type"], str):
+        raise ModelError(f"{source}: 'model_type' must be a string, not {cfg['model_type']!r}")
+    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
+    if isinstance(heads, int) and isinstance(hidden, int) and hidden % heads:
+        raise ModelError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,13 @@ class HeadProfile:
             raise ProfileError("a head profile needs one weight and one score per head")
         if len(set(self.heads)) != len(self.heads):
             raise ProfileError("a head profile lists a head twice")
+        for label, ws in (("weight", self.weights), ("topic weight", self.topic_weights or [])):
+            # NaN or infinity would turn every contrast into NaN: one segment, silently.
+            bad = [w for w in ws if not math.isfinite(w) or w < 0]
+            if bad:
+                raise ProfileError(f"a head profile {label} must be a finite non-negative number (got {bad[0]})")
+            if ws and sum(ws) <= 0:
+                raise ProfileError(f"a head profile's {label}s are all zero")
 
     def topic_selection(self, num_layers: int | None = None, num_heads: int | None = None
                         ) -> tuple[list[tuple[int, int]], list[float]]:

@@ -6,7 +6,7 @@ once with every punctuation-only word removed.  A boundary is the index of the
 word that starts a sentence; a prediction counts when it falls on a gold
 boundary word (exact) or within one word (±1).
 
-    python benchmarks/units.py [--docs 6] [--sentences 80]
+    python benchmarks/units.py [--docs 6] [--sentences 80] [--only auto] [--commit all|first] [--strip both]
 
 Prints a Markdown table.
 """
@@ -86,9 +86,17 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=None)
     ap.add_argument("--block", type=int, default=None)
     ap.add_argument("--only", default=None, help="run only methods whose name contains this text")
+    ap.add_argument("--commit", choices=("all", "first"), default=None,
+                    help="the unit detector's commit rule (default: UnitParams' default)")
+    ap.add_argument("--strip", choices=("both", "kept", "stripped"), default="both",
+                    help="run with punctuation kept, stripped, or both")
     args = ap.parse_args()
 
-    import pysbd
+    try:
+        import pysbd
+    except ImportError:  # optional peer: the headseg rows do not need it
+        pysbd = None
+        print("(pysbd is not installed: its rows are left out)\n")
 
     from headseg.analysis.text import split_sentences
     from headseg.segmenter.api import Segmenter
@@ -100,17 +108,21 @@ def main() -> None:
         seg.unit_params.block = args.block
     files = sorted(glob.glob(str(DATA / "choi/1/3-11/*.ref")))[: args.docs]
     files += sorted(glob.glob(str(DATA / "lectures_ai/*.txt")))[: args.docs]
-    sbd = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    if args.commit is not None:
+        seg.unit_params.commit = args.commit
+    seg.unit_params.progress = False
     methods = {
         "headseg units, heads only (--unit-mode heads)": lambda t: [a for a, _ in seg.units(t, mode="heads")[1:]],
         "headseg units, default (--unit-mode auto)": lambda t: [a for a, _ in seg.units(t, mode="auto")[1:]],
         "headseg sentence rules only (--unit-mode rules)": lambda t: [a for a, _ in split_sentences(t)[1:]],
-        "pysbd": lambda t: [s.start for s in sbd.segment(t)[1:]],
     }
+    if pysbd is not None:
+        sbd = pysbd.Segmenter(language="en", clean=False, char_span=True)
+        methods["pysbd"] = lambda t: [s.start for s in sbd.segment(t)[1:]]
     if args.only:
         methods = {k: v for k, v in methods.items() if args.only in k}
     rows = []
-    for strip in (False, True):
+    for strip in {"both": (False, True), "kept": (False,), "stripped": (True,)}[args.strip]:
         for name, fn in methods.items():
             tot = {0: np.zeros(3), 1: np.zeros(3)}
             t0 = time.perf_counter()
@@ -129,7 +141,8 @@ def main() -> None:
                 cells.append(f"{p:.3f} / {r:.3f} / **{f1:.3f}**")
             rows.append((("stripped" if strip else "kept"), name, *cells, f"{dt:.1f}"))
     print(f"Unit boundary detection, {len(files)} documents (Choi 1/3-11 and lectures_ai), "
-          f"first {args.sentences} sentences each, joined with spaces.\n")
+          f"first {args.sentences} sentences each, joined with spaces; detector commit rule "
+          f"\"{seg.unit_params.commit}\".\n")
     print("| punctuation | method | P / R / F1 exact | P / R / F1 ±1 word | seconds |")
     print("|---|---|---|---|---|")
     for r in rows:

@@ -10,8 +10,11 @@ custom :class:`SelectedHeadsOnnxConfig` declares exactly our two inputs and the
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -180,6 +183,72 @@ def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[st
     return out
 
 
+#: A temporary export folder older than this is stale even if its pid is alive
+#: (the pid may have been reused, or belong to another machine sharing the folder).
+STALE_SECONDS = 3600
+
+#: ``.{out}.tmp-{host}-{pid}-{random}``: who owns a temporary folder, so the next
+#: export can tell one being written from one a killed export left behind.
+_TEMP_RE = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>[^-]*)-(?P<pid>\d+)-[^-]+$")
+#: the older unmarked form ``.{out}.{8 random}`` (mkdtemp's suffix), cleaned by age only
+_LEGACY_RE = re.compile(r"^\.(?P<name>.+)\.[a-z0-9_]{8}$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40]
+
+
+def _temp_prefix(out: Path) -> str:
+    return f".{out.name}.tmp-{_host()}-{os.getpid()}-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    except OSError:
+        return False
+    return True
+
+
+def clean_stale_temporaries(out: str | os.PathLike, now: float | None = None) -> list[Path]:
+    """Remove temporary folders that interrupted exports to ``out`` left beside it; returns them.
+
+    A folder is stale when the process that made it (on this machine) is gone,
+    or when it is older than :data:`STALE_SECONDS`.  Folders of a running export
+    are left alone.
+    """
+    out = Path(out)
+    parent = out.parent
+    if not parent.is_dir():
+        return []
+    now = time.time() if now is None else now
+    host = _host()
+    removed = []
+    for entry in parent.iterdir():
+        m = _TEMP_RE.match(entry.name)
+        legacy = None if m else _LEGACY_RE.match(entry.name)
+        if not (m or legacy) or (m or legacy).group("name") != out.name:
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir():
+                continue
+            age = now - entry.stat().st_mtime
+        except OSError:
+            continue
+        if legacy and any(not p.name.endswith(".onnx") for p in entry.iterdir()):
+            continue  # not the shape of an export folder: not ours to delete
+        dead = bool(m) and m.group("host") == host and not _pid_alive(int(m.group("pid")))
+        if dead or age > STALE_SECONDS:
+            shutil.rmtree(entry, ignore_errors=True)
+            if not entry.exists():
+                removed.append(entry)
+    return removed
+
+
 def export_artifact(
     loaded: LoadedModel,
     heads: Sequence[tuple[int, int]],
@@ -210,7 +279,8 @@ def export_artifact(
     if out.exists() and not out.is_dir():
         raise ArtifactError(f"--out {out}: exists and is not a directory")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=str(out.parent)))
+    clean_stale_temporaries(out)
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(out), dir=str(out.parent)))
     bar = progress_bar(total=3, desc="export", disable=not progress, unit="step")
     try:
         fp32 = tmp / "fp32.onnx"

@@ -16,11 +16,13 @@ global optimum, not from local depth scores.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
+import regex
 
 from headseg.analysis.capture import HeadActivations, iter_batches
 from headseg.analysis.errors import HeadsegError, InputError, ProfileError
@@ -295,6 +297,17 @@ class Segmenter:
                 results[i] = measure.counted(Segmentation.from_boundaries(
                     text, [units[c][0] for c in cuts], scores, level="topic",
                     meta={"units": len(units), "profile": self.profile.hash()}))
+        if segments is not None and level == "topic":
+            # A segment is at least one unit: more segments than units cannot be had.
+            # Said on stderr (the "headseg" logger) and in meta, never silently.
+            for i, r in enumerate(results):
+                r.meta["segments_requested"] = int(segments)
+                r.meta["segments_capped"] = len(r) < segments
+                if len(r) < segments:
+                    name = f"document {i + 1}: " if len(results) > 1 else ""
+                    logging.getLogger("headseg").warning(
+                        "warning: %s%d segments requested, but the text has only %d unit(s): "
+                        "returning %d segment(s)", name, segments, r.meta.get("units", len(r)), len(r))
         return results
 
     def _topic_cuts(self, x, text, doc, units, segments, min_chars, max_chars, max_tokens, penalty,
@@ -389,6 +402,9 @@ def _split_oversized(text, doc, units, max_chars, max_tokens, measure: "TokenMea
     """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable.
 
     Token counts come from ``measure`` (default: the model's tokens in ``doc``).
+    Cuts fall on grapheme cluster boundaries (never inside an emoji sequence or
+    between a letter and its combining mark), unless one cluster is itself over
+    the limit: the limit is hard.
     """
     if max_chars is None and max_tokens is None:
         return units
@@ -398,6 +414,7 @@ def _split_oversized(text, doc, units, max_chars, max_tokens, measure: "TokenMea
     out = []
     for a, b in units:
         stack = [(a, b)]
+        clusters = None
         while stack:
             s, e = stack.pop()
             over_chars = max_chars is not None and e - s > max_chars
@@ -409,7 +426,9 @@ def _split_oversized(text, doc, units, max_chars, max_tokens, measure: "TokenMea
             if e - s <= 1:
                 raise HeadsegError(f"max_tokens={max_tokens} cannot be met: {text[s:e]!r} alone counts "
                                    f"{n_tok} tokens")
-            cut = _best_cut(text, s, e, tok_start, tok_end)
+            if clusters is None:
+                clusters = grapheme_starts(text, a, b)  # once per unit, only for units that need a cut
+            cut = _best_cut(text, s, e, tok_start, tok_end, clusters)
             stack.append((cut, e))
             stack.append((s, cut))
     return out
@@ -484,17 +503,40 @@ def _repair_cuts(cost: SegmentCost, cuts: list[int], fits: Callable[[int, int], 
     return [c for c in out if c > 0]
 
 
-def _best_cut(text, s, e, tok_start, tok_end):
-    """A split point near the middle of ``text[s:e]``: after whitespace, else at a token start, else mid."""
+_GRAPHEME = regex.compile(r"\X")
+
+
+def grapheme_starts(text: str, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Sorted offsets in ``[start, end]`` where a grapheme cluster of ``text[start:end]`` starts, and ``end``."""
+    end = len(text) if end is None else end
+    lengths = np.fromiter(map(len, _GRAPHEME.findall(text, start, end)), dtype=np.int64)
+    return np.concatenate([[start], start + np.cumsum(lengths)]).astype(np.int64)
+
+
+def _best_cut(text, s, e, tok_start, tok_end, clusters=None):
+    """A split point near the middle of ``text[s:e]`` on a grapheme cluster boundary (``clusters``,
+    from :func:`grapheme_starts`): after whitespace, else at a token start, else the cluster boundary
+    nearest the middle; inside a cluster only when ``text[s:e]`` is one cluster."""
+    if clusters is None:
+        clusters = grapheme_starts(text, s, e)
+
+    def on_boundary(c) -> bool:
+        i = int(np.searchsorted(clusters, c))
+        return i < len(clusters) and clusters[i] == c
+
     mid = (s + e) // 2
     for radius in range(0, (e - s) // 2):
         for c in (mid + radius, mid - radius):
-            if s < c < e and text[c - 1].isspace() and not text[c].isspace():
+            if s < c < e and text[c - 1].isspace() and not text[c].isspace() and on_boundary(c):
                 return c
     i = int(np.searchsorted(tok_start, mid))
     for c in (tok_start[i] if i < len(tok_start) else -1, tok_start[i - 1] if i > 0 else -1):
-        if s < c < e:
+        if s < c < e and on_boundary(c):
             return int(c)
+    j = int(np.searchsorted(clusters, mid))
+    inside = [int(clusters[k]) for k in (j - 1, j) if 0 <= k < len(clusters) and s < clusters[k] < e]
+    if inside:
+        return min(inside, key=lambda c: (abs(c - mid), c))
     c = mid
     # never split a "\r\n" pair
     if text[c - 1] == "\r" and text[c] == "\n" and c + 1 < e:

@@ -8,9 +8,12 @@ changes: for each gap between two tokens the *block contrast* is
 selected head (on unit-normalised vectors), weighted by the head profile.
 
 Decoding is left to right and self-synchronising: each model window starts at
-the last committed boundary, and only the first clear peak in it is committed.
-A boundary therefore depends only on the text from the previous boundary on,
-never on where a fixed window grid happens to start.
+the last committed boundary.  With ``UnitParams.commit="first"`` only the first
+clear peak in it is committed, so a boundary depends only on the text from the
+previous boundary on; the default ``"all"`` commits every clear peak before the
+window's last ``margin`` tokens, which needs about half the windows
+(docs/performance.md compares the two).  Windows of many decoders go through
+the model in shared batches (:func:`detect_lines`).
 
 Line breaks are hard boundaries (one-sentence-per-line and transcript files);
 text between line breaks goes through the detector whether or not it has
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from headseg.analysis.norms import is_punctuation
+from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import make_window, split_sentences, window_width
 
 
@@ -43,6 +47,15 @@ class UnitParams:
     #: through the detector: long real sentences stay whole, unpunctuated
     #: transcripts (thousands of tokens per "sentence") get cut
     auto_tokens: int = 120
+    #: a progress bar on stderr (only on a terminal) while long unpunctuated text goes through the detector
+    progress: bool = True
+    #: "all": commit every clear peak of a window up to ``margin`` tokens before its end, and start the
+    #: next window at the last one (about 2.5x fewer model windows); "first": commit only the first
+    #: peak, so that every boundary depends only on the text from the previous boundary on (the
+    #: original decoder; docs/performance.md compares the two)
+    commit: str = "all"
+    #: with commit="all", peaks this close to a window's end wait for the next window (right context)
+    margin: int = 16
 
 
 def _merge_blank(text: str, spans):
@@ -109,54 +122,138 @@ def _allowed_gaps(text: str, offsets: np.ndarray) -> np.ndarray:
     return ok
 
 
-def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: UnitParams) -> list[int]:
-    """Token indices (in the document stream) where units start inside tokens ``[tok_lo, tok_hi)``."""
+def _decide(text: str, doc, pos: int, tok_hi: int, z: np.ndarray, weights: np.ndarray,
+            params: UnitParams) -> list[int] | None:
+    """The next unit starts after ``pos`` from the window ``[pos, pos + t)`` (``z [N, t, d]``), or None: done.
+
+    One start with ``params.commit == "first"``; every clear peak before the margin with "all".
+    """
+    t = z.shape[1]
+    end = pos + t
+    score = block_contrast(z, weights, params.block)
+    offs = doc.offsets[pos:end]
+    ok = _allowed_gaps(text, offs)
+    valid = ok.copy()
+    valid[: params.min_tokens] = False
+    if end < tok_hi:
+        # leave room at the right edge: the contrast there sees only a partial block
+        valid[max(t - params.block, 0):] = False
+    else:
+        valid[max(t - params.min_tokens + 1, 0):] = False
+    gaps = score[1:]
+    mu, sd = gaps.mean(), gaps.std() + 1e-12
+    z_score = (score - mu) / sd
+    toks = [text[a:b] for a, b in offs]
+    many = params.commit == "all"
+    # later commits of one window need right context; at the stretch's end there is none to wait for
+    last_ok = t if end >= tok_hi else t - params.margin
+    commits: list[int] = []
+    for i in range(1, t):
+        lo, hi = max(i - params.radius, 1), min(i + params.radius + 1, t)
+        if not (z_score[i] >= params.threshold and score[i] >= score[lo:hi].max()):
+            continue
+        # The contrast peaks on either side of a separator ("day | . | worker"):
+        # the separator closes its unit, so the boundary goes after it.
+        j = i
+        while j < t and is_punctuation(toks[j]):
+            j += 1
+        if not (j < t and valid[j]):
+            continue
+        if not commits:
+            commits.append(int(j))
+            if not many:
+                break
+        elif j < last_ok and j - commits[-1] >= params.min_tokens and tok_hi - (pos + j) >= params.min_tokens:
+            commits.append(int(j))
+    if commits:
+        return [pos + j for j in commits]
+    if end >= tok_hi:
+        return None
+    # no clear peak in a full window: cut at the strongest allowed gap so
+    # that a unit never runs past one window
+    cand = np.flatnonzero(valid)
+    return [pos + (int(cand[np.argmax(score[cand])]) if cand.size else t - 1)]
+
+
+#: decoders start this many tokens apart (see detect_lines): enough of them to fill batches,
+#: few joins (each costs a window or two)
+CHUNK_TOKENS = 256
+
+
+def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress=None) -> list[list[int]]:
+    """Unit starts (token indices) inside each token range ``[lo, hi)`` of ``ranges``, batched.
+
+    The left-to-right decoder is a function of the boundary a window starts
+    at: that window decides the next boundary (or, with ``commit="all"``, the
+    next few).  Instead of one model call per step, decoders start at every
+    range and every :data:`CHUNK_TOKENS` tokens inside one, and all of them
+    advance together, one batch of windows per step.  Each boundary records
+    its successor; a decoder stops at the first boundary that already has one
+    (another decoder's chain, which it joins).  The result is the chain from
+    each range's start.  With ``commit="first"`` the successor of a boundary
+    depends on that boundary alone, so the result is exactly the
+    one-call-per-unit decoder's; the chains meet within a few units, so the
+    extra windows are few.
+    """
     tokenizer = segmenter.loaded.tokenizer
     width = window_width(tokenizer, params.window)
-    starts = []
-    pos = tok_lo
-    while tok_hi - pos > params.min_tokens:
-        end = min(pos + width, tok_hi)
-        win = make_window(doc, pos, end, tokenizer, sentence_id=0, with_tokens=False)
-        z = segmenter.capture([win]).z[0][:, ~win.special].astype(np.float64)  # [N, t, d]
-        score = block_contrast(z, segmenter.weights, params.block)
-        offs = doc.offsets[pos:end]
-        ok = _allowed_gaps(text, offs)
-        t = end - pos
-        valid = ok.copy()
-        valid[: params.min_tokens] = False
-        if end < tok_hi:
-            # leave room at the right edge: the contrast there sees only a partial block
-            valid[max(t - params.block, 0):] = False
-        else:
-            valid[max(t - params.min_tokens + 1, 0):] = False
-        gaps = score[1:]
-        mu, sd = gaps.mean(), gaps.std() + 1e-12
-        z_score = (score - mu) / sd
-        chosen = None
-        toks = [text[a:b] for a, b in offs]
-        for i in range(1, t):
-            lo, hi = max(i - params.radius, 1), min(i + params.radius + 1, t)
-            if not (z_score[i] >= params.threshold and score[i] >= score[lo:hi].max()):
+    batch = max(int(getattr(segmenter, "batch_size", 64)), 1)
+    link: list[dict[int, int | None]] = [{} for _ in ranges]  # boundary -> next boundary (None: the end)
+    # A fixed grid (not one derived from the batch size): the result must not depend on batching.
+    chunk = CHUNK_TOKENS
+    active = []  # (range index, window start)
+    for r, (lo, hi) in enumerate(ranges):
+        active.extend((r, p) for p in range(lo, max(hi - params.min_tokens, lo + 1), chunk))
+    while active:
+        step, seen = [], set()
+        for r, p in active:
+            if p in link[r] or (r, p) in seen:
+                continue  # joined a known chain (or a twin in this step)
+            if ranges[r][1] - p <= params.min_tokens:
+                link[r][p] = None
                 continue
-            # The contrast peaks on either side of a separator ("day | . | worker"):
-            # the separator closes its unit, so the boundary goes after it.
-            j = i
-            while j < t and is_punctuation(toks[j]):
-                j += 1
-            if j < t and valid[j]:
-                chosen = int(j)
+            seen.add((r, p))
+            step.append((r, p))
+        windows = [make_window(doc, p, min(p + width, ranges[r][1]), tokenizer, sentence_id=0, with_tokens=False)
+                   for r, p in step]
+        moved = []
+        for b0 in range(0, len(step), batch):
+            wins = windows[b0:b0 + batch]
+            acts = segmenter.capture(wins)
+            for (r, p), w, z in zip(step[b0:b0 + batch], wins, acts.z):
+                zc = z[:, : len(w)][:, ~w.special].astype(np.float64)  # [N, t, d]
+                q = _decide(text, doc, p, ranges[r][1], zc, segmenter.weights, params)
+                if q is None:
+                    link[r][p] = None
+                    continue
+                chain, joined = [p] + q, False
+                for a, b in zip(chain[:-1], chain[1:]):
+                    if a != p and a in link[r]:
+                        joined = True
+                        break
+                    link[r][a] = b
+                if not joined:
+                    moved.append((r, chain[-1]))
+            if progress is not None:
+                progress.update(len(wins))
+        active = moved
+    out = []
+    for r, (lo, hi) in enumerate(ranges):
+        starts, p = [], lo
+        while True:
+            if p not in link[r]:
+                raise RuntimeError(f"unit detector: no decision at token {p}")  # a bug, never user input
+            p = link[r][p]
+            if p is None:
                 break
-        if chosen is None:
-            if end >= tok_hi:
-                break
-            # no clear peak in a full window: cut at the strongest allowed gap so
-            # that a unit never runs past one window
-            cand = np.flatnonzero(valid)
-            chosen = int(cand[np.argmax(score[cand])]) if cand.size else t - 1
-        pos += chosen
-        starts.append(pos)
-    return starts
+            starts.append(p)
+        out.append(starts)
+    return out
+
+
+def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: UnitParams) -> list[int]:
+    """Token indices (in the document stream) where units start inside tokens ``[tok_lo, tok_hi)``."""
+    return detect_lines(text, doc, [(tok_lo, tok_hi)], segmenter, params)[0]
 
 
 def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = None, mode: str = "auto"):
@@ -179,13 +276,24 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     if len(doc) == 0:
         return base
     tok_start = doc.offsets[:, 0]
-    out = []
+    spans = []
     for a, b in base:
         lo, hi = int(np.searchsorted(tok_start, a)), int(np.searchsorted(tok_start, b))
-        if mode == "auto" and hi - lo <= params.auto_tokens:
+        spans.append((a, b, lo, hi, not (mode == "auto" and hi - lo <= params.auto_tokens)))
+    todo = [(lo, hi) for a, b, lo, hi, detect in spans if detect]
+    found = iter(())
+    if todo:
+        tokens = sum(hi - lo for lo, hi in todo)
+        # A bar only where the detector has real work (long unpunctuated text): short texts stay quiet.
+        quiet = not params.progress or tokens < 8192
+        with progress_bar(total=None, desc="unit detection", disable=quiet, unit="window") as bar:
+            found = iter(detect_lines(text, doc, todo, segmenter, params, progress=bar))
+    out = []
+    for a, b, lo, hi, detect in spans:
+        if not detect:
             out.append((a, b))
             continue
-        cuts = [int(doc.offsets[s, 0]) for s in detect_line(text, doc, lo, hi, segmenter, params)]
+        cuts = [int(doc.offsets[s, 0]) for s in next(found)]
         # the whitespace before a cut belongs to the unit before it
         edges = [a] + [c for c in cuts if a < c < b] + [b]
         out.extend(zip(edges[:-1], edges[1:]))

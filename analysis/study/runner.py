@@ -19,6 +19,7 @@ import json
 import os
 import resource
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -189,8 +190,11 @@ class Study:
             with np.load(path, allow_pickle=False) as f:
                 meta = json.loads(str(f["meta"]))
                 state = {k: f[k] for k in f.files if k != "meta"}
-        except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"{path}: not a readable study checkpoint ({exc}); use --force to start over") from None
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise InputError(f"{path}: not a readable study checkpoint ({type(exc).__name__}: {exc}); "
+                             "use --force to start over") from None
+        if not isinstance(meta, dict) or not isinstance(meta.get("batches_done"), int):
+            raise InputError(f"{path}: not a readable study checkpoint (bad metadata); use --force to start over")
         mine = self._meta()
         if meta.get("model_fingerprint") != mine["model_fingerprint"]:
             raise ProfileError(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import InputError
+from headseg.analysis.io import check_output_path
 
 from headseg.segmenter.evaluation.baselines import METHODS, make_method, parse_methods
 from headseg.segmenter.evaluation.harness import ResultStore, check_k_modes, evaluate, format_tables, load_datasets
@@ -33,9 +34,10 @@ def build_methods(names, args) -> list:
 def run(args) -> int:
     names = parse_methods(args.method)
     if args.limit is not None and args.limit < 1:
-        raise HeadsegError("--limit must be at least 1")
+        raise InputError("--limit must be at least 1")
     if args.wiki_level is not None and args.wiki_level < 1:
-        raise HeadsegError("--wiki-level must be at least 1")
+        raise InputError("--wiki-level must be at least 1")
+    check_output_path(args.out, args.data)
     datasets = load_datasets(args.data, fmt=args.format, wiki_level=args.wiki_level, limit=args.limit,
                              encoding=args.encoding, max_bytes=args.max_bytes)
     methods = build_methods(names, args)

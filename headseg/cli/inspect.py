@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import atomic_save_npz, read_text
+from headseg.analysis.io import atomic_save_npz, check_output_path, read_text
 from headseg.analysis.model import load_model
 from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.inspect import inspect_text, summarise
@@ -23,6 +23,16 @@ def _looks_like_file(arg: str) -> bool:
     if arg == "-" or os.path.exists(arg):
         return True
     return not any(c.isspace() for c in arg) and ("/" in arg or os.sep in arg or re.search(r"\.[A-Za-z]\w{0,4}$", arg) is not None)
+
+
+def check_args(args) -> None:
+    """Argument errors and an unwritable --save, found before the model loads (exit 2)."""
+    if args.top < 1:
+        raise InputError(f"--top must be at least 1 (got {args.top})")
+    if args.window < 0:
+        raise InputError(f"--window must be at least 0 (got {args.window})")
+    inputs = [args.input] if args.input != "-" and os.path.exists(args.input) else []
+    check_output_path(args.save, inputs, what="--save")
 
 
 def run(args) -> int:
@@ -109,6 +119,7 @@ def register(sub) -> None:
     options.add_input(p)
 
     def _run(args):
+        check_args(args)
         if args.layer < 0:
             args.layer = load_model(args.model).info.num_layers + args.layer
         return run(args)

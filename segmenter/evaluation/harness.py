@@ -3,7 +3,11 @@
 Results live in one JSON file (``--out``) rewritten atomically as records come
 in, so an interrupted run loses at most the last half second of work and a
 re-run with the same file skips every (data set, document, method, k mode)
-already scored on the same document content.  Failed records are retried.
+already scored on the same document content by the same method signature
+(settings, seed, model fingerprint, profile hash, backend and precision,
+package versions: :meth:`Method.signature`); a record made with another
+signature is recomputed, with a note naming what differs.  Failed records are
+retried.
 
 A method that cannot take k is run without it under ``--oracle-k``, and its
 record is shared with the run without ``--oracle-k`` (the output is the same).
@@ -12,7 +16,9 @@ record is shared with the run without ``--oracle-k`` (the output is the same).
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
+import logging
 import math
 import time
 from collections import Counter
@@ -75,9 +81,11 @@ class ResultStore:
     def records(self) -> dict:
         return self.data["records"]
 
-    def done(self, key: str, fingerprint: str) -> bool:
+    def done(self, key: str, fingerprint: str, signature: str | None = None) -> bool:
+        """A finished record for this document content, made by a method with this signature hash."""
         rec = self.records.get(key)
-        return bool(rec and rec.get("status") == "ok" and rec.get("fingerprint") == fingerprint)
+        return bool(rec and signature is not None and rec.get("status") == "ok"
+                    and rec.get("fingerprint") == fingerprint and rec.get("signature") == signature)
 
     def add(self, key: str, record: dict) -> None:
         self.records[key] = record
@@ -92,9 +100,9 @@ class ResultStore:
                                      "boundaries": d.boundaries}
         self._dirty = True
 
-    def note_method(self, m: Method) -> None:
+    def note_method(self, m: Method, signature: dict | None = None) -> None:
         self.data["methods"][m.name] = {"description": m.description, "takes_k": m.takes_k, "params": m.params(),
-                                        "setup_seconds": round(m.setup_seconds, 3)}
+                                        "setup_seconds": round(m.setup_seconds, 3), "signature": signature}
         self._dirty = True
 
     def flush(self, force: bool = True) -> None:
@@ -177,6 +185,19 @@ def evaluate(
     """
     store = store or ResultStore(None)
     total = sum(len(ds.documents) for ds in datasets) * len(methods)
+    sigs: dict[str, tuple[dict | None, str | None]] = {}
+    stale: Counter = Counter()
+
+    def signature(m: Method) -> tuple[dict | None, str | None]:
+        # Computed once per method, lazily: for a method with a model it needs the model loaded.
+        if m.name not in sigs:
+            try:
+                sig = m.signature()
+            except Exception:  # noqa: BLE001 - a setup failure is recorded per document by run_one
+                sig = None
+            sigs[m.name] = (sig, signature_hash(sig) if sig is not None else None)
+        return sigs[m.name]
+
     try:
         with progress_bar(total=total, desc="evaluate", disable=quiet, unit="doc") as bar:
             for ds in datasets:
@@ -186,19 +207,51 @@ def evaluate(
                     for m in methods:
                         mode = k_mode(oracle_k, m)
                         key = record_key(ds.name, doc.id, m.name, mode)
-                        if redo or not store.done(key, fp):
+                        sig, sig_hash = signature(m)
+                        if redo or not store.done(key, fp, sig_hash):
+                            old = store.records.get(key)
+                            if (not redo and old and old.get("status") == "ok" and old.get("fingerprint") == fp
+                                    and sig_hash is not None):
+                                stale[m.name] += 1
                             k = doc.num_segments if mode == "oracle" else None
                             rec = run_one(m, doc, k)
                             rec.update({"dataset": ds.name, "doc": doc.id, "method": m.name, "mode": mode,
                                         "k": k, "units": doc.n, "ref_segments": doc.num_segments,
-                                        "fingerprint": fp})
+                                        "fingerprint": fp, "signature": sig_hash})
                             if m._ready:
-                                store.note_method(m)
+                                if m.name in stale and stale[m.name] == 1:
+                                    _warn_stale(m.name, store.data["methods"].get(m.name, {}).get("signature"), sig)
+                                store.note_method(m, sig)
                             store.add(key, rec)
                         bar.update()
     finally:
         store.flush()
     return summarise(store, datasets, [m.name for m in methods], {m.name: k_mode(oracle_k, m) for m in methods})
+
+
+def signature_hash(sig: dict) -> str:
+    """Short stable hash of a method signature (what the records store)."""
+    return hashlib.sha256(json.dumps(sig, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def signature_diff(old, new, prefix: str = "") -> list[str]:
+    """Dotted names of the entries that differ between two signatures."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return [prefix.rstrip(".") or "signature"] if old != new else []
+    out = []
+    for k in sorted(set(old) | set(new)):
+        if old.get(k) != new.get(k):
+            if isinstance(old.get(k), dict) and isinstance(new.get(k), dict):
+                out += signature_diff(old[k], new[k], f"{prefix}{k}.")
+            else:
+                out.append(f"{prefix}{k}")
+    return out
+
+
+def _warn_stale(name: str, old: dict | None, new: dict | None) -> None:
+    what = ", ".join(signature_diff(old, new)[:6]) if old else "no recorded settings (older results file)"
+    logging.getLogger("headseg").warning(
+        "headseg: note: stored results of %s were made with different settings (%s); recomputing them", name, what)
 
 
 def summarise(store: ResultStore, datasets: Sequence[Dataset] | None, methods: Sequence[str],

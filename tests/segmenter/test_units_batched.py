@@ -1,0 +1,133 @@
+"""The batched unit detector gives exactly the one-window-at-a-time decoder's units (issue 15)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headseg.analysis.norms import is_punctuation
+from headseg.analysis.text import make_window, tokenize, window_width
+from headseg.segmenter import units as units_mod
+from headseg.segmenter.api import Segmenter
+from headseg.segmenter.units import UnitParams, _allowed_gaps, block_contrast, detect_lines
+
+
+def sequential_detect(text, doc, tok_lo, tok_hi, segmenter, params):
+    """One model call per window, left to right from the range's start (reference).
+
+    With commit="first" this is the detector as it was before batching."""
+    tokenizer = segmenter.loaded.tokenizer
+    width = window_width(tokenizer, params.window)
+    starts = []
+    pos = tok_lo
+    while tok_hi - pos > params.min_tokens:
+        end = min(pos + width, tok_hi)
+        win = make_window(doc, pos, end, tokenizer, sentence_id=0, with_tokens=False)
+        z = segmenter.capture([win]).z[0][:, ~win.special].astype(np.float64)
+        score = block_contrast(z, segmenter.weights, params.block)
+        offs = doc.offsets[pos:end]
+        ok = _allowed_gaps(text, offs)
+        t = end - pos
+        valid = ok.copy()
+        valid[: params.min_tokens] = False
+        if end < tok_hi:
+            valid[max(t - params.block, 0):] = False
+        else:
+            valid[max(t - params.min_tokens + 1, 0):] = False
+        gaps = score[1:]
+        mu, sd = gaps.mean(), gaps.std() + 1e-12
+        z_score = (score - mu) / sd
+        chosen = []
+        toks = [text[a:b] for a, b in offs]
+        last_ok = t if end >= tok_hi else t - params.margin
+        for i in range(1, t):
+            lo, hi = max(i - params.radius, 1), min(i + params.radius + 1, t)
+            if not (z_score[i] >= params.threshold and score[i] >= score[lo:hi].max()):
+                continue
+            j = i
+            while j < t and is_punctuation(toks[j]):
+                j += 1
+            if not (j < t and valid[j]):
+                continue
+            if not chosen:
+                chosen.append(int(j))
+                if params.commit == "first":
+                    break
+            elif j < last_ok and j - chosen[-1] >= params.min_tokens:
+                chosen.append(int(j))
+        if not chosen:
+            if end >= tok_hi:
+                break
+            cand = np.flatnonzero(valid)
+            chosen = [int(cand[np.argmax(score[cand])]) if cand.size else t - 1]
+        starts.extend(pos + c for c in chosen)
+        pos += chosen[-1]
+    return starts
+
+
+WORDS = ("the river rose quickly and farmers moved their cattle to higher ground while rain fell "
+         "all night on the hills the council met on monday to discuss the budget and new bus routes "
+         "a storm is expected next week according to the weather service").split()
+
+
+def _unpunctuated(n_words, seed):
+    rng = np.random.default_rng(seed)
+    return " ".join(WORDS[i] for i in rng.integers(0, len(WORDS), n_words))
+
+
+@pytest.fixture(scope="module")
+def seg(tiny_bert):
+    return Segmenter(model=tiny_bert, backend="torch", batch_size=7)
+
+
+def _case(seg):
+    text = _unpunctuated(180, 0) + "\n" + _unpunctuated(7, 1) + "\n" + _unpunctuated(90, 2)
+    doc = tokenize(text, seg.loaded.tokenizer)
+    tok_start = doc.offsets[:, 0]
+    lines = [(0, text.index("\n")), (text.index("\n") + 1, text.rindex("\n")), (text.rindex("\n") + 1, len(text))]
+    ranges = [(int(np.searchsorted(tok_start, a)), int(np.searchsorted(tok_start, b))) for a, b in lines]
+    return text, doc, ranges
+
+
+@pytest.mark.parametrize("chunk", [16, 40, 256])
+def test_batched_first_commit_equals_sequential(seg, monkeypatch, chunk):
+    # small chunks force many decoders that must meet the reference chain exactly
+    monkeypatch.setattr(units_mod, "CHUNK_TOKENS", chunk)
+    text, doc, ranges = _case(seg)
+    params = UnitParams(commit="first")
+    got = detect_lines(text, doc, ranges, seg, params)
+    want = [sequential_detect(text, doc, lo, hi, seg, params) for lo, hi in ranges]
+    assert got == want
+    assert len(want[0]) > 5 and want[1] == []
+
+
+def test_batched_all_commit_equals_sequential_from_the_start(seg, monkeypatch):
+    # one decoder per range (chunk longer than any range): the multi-commit decoder from the range start
+    monkeypatch.setattr(units_mod, "CHUNK_TOKENS", 10_000)
+    text, doc, ranges = _case(seg)
+    params = UnitParams(commit="all")
+    got = detect_lines(text, doc, ranges, seg, params)
+    assert got == [sequential_detect(text, doc, lo, hi, seg, params) for lo, hi in ranges]
+    first = detect_lines(text, doc, ranges, seg, UnitParams(commit="first"))
+    # every unit keeps the minimum length
+    for starts, (lo, hi) in zip(got, ranges):
+        edges = [lo] + starts + [hi]
+        assert all(b - a >= params.min_tokens for a, b in zip(edges[:-1], edges[1:]))
+    assert sum(map(len, got)) > 0 and sum(map(len, first)) > 0
+
+
+def test_units_tile_and_batches_across_stretches(seg, monkeypatch):
+    calls = []
+    real = Segmenter.capture
+
+    def counting(self, windows, heads=None):
+        calls.append(len(windows))
+        return real(self, windows, heads)
+
+    monkeypatch.setattr(Segmenter, "capture", counting)
+    text = ". ".join(_unpunctuated(150, s) for s in range(4))
+    spans = seg.units(text, mode="auto")
+    assert "".join(text[a:b] for a, b in spans) == text
+    assert spans[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
+    # several windows share each model call (the sequential decoder made one call per unit)
+    assert max(calls) > 1 and len(calls) < len(spans)
