@@ -64,7 +64,6 @@ def _configure_process() -> None:
         handler.setFormatter(logging.Formatter("headseg: %(message)s"))
         handler._headseg_cli = True
         log.addHandler(handler)
-    log.propagate = False
 
 
 def main(argv: list[str] | None = None) -> int:

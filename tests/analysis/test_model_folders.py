@@ -15,7 +15,7 @@ from headseg.cli import main
 def saved(tmp_path_factory, tiny_bert):
     d = tmp_path_factory.mktemp("tiny")
     tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save_pretrained(d)
+    tiny_bert.tokenizer.save(d)
     return d
 
 

@@ -46,7 +46,7 @@ def test_finite_weights_still_load(tiny_bert):
 def test_segment_with_a_nan_profile_exits_4(tmp_path, tiny_bert, capsys):
     model = tmp_path / "model"
     tiny_bert.model.save_pretrained(model)
-    tiny_bert.tokenizer.save_pretrained(model)
+    tiny_bert.tokenizer.save(model)
     prof = tmp_path / "heads.json"
     prof.write_text(json.dumps(_profile(tiny_bert.info, [float("nan"), 1.0])))
     doc = tmp_path / "doc.txt"

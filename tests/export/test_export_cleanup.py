@@ -66,4 +66,5 @@ def test_next_export_cleans_up_after_a_killed_one(tmp_path, tiny_bert):
     export_artifact(tiny_bert, [(1, 0)], "h", out)
     assert not os.path.exists(killed)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
-    assert sorted(p.name for p in out.iterdir()) == sorted([GRAPH_NAME, MANIFEST_NAME])
+    assert sorted(p.name for p in out.iterdir()) == sorted([GRAPH_NAME, MANIFEST_NAME, "tokenizer.json",
+                                                          "tokenizer_config.json"])

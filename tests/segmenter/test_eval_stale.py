@@ -31,7 +31,7 @@ class Counting(HeadsegMethod):
 def model_dir(tmp_path_factory, tiny_bert):
     d = tmp_path_factory.mktemp("tiny-model")
     tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save_pretrained(d)
+    tiny_bert.tokenizer.save(d)
     return d
 
 
