@@ -21,7 +21,8 @@ def build_methods(names, args) -> list:
     out = []
     for name in names:
         if name == "headseg":
-            out.append(make_method(name, model=args.model, profile=args.profile, backend=args.backend))
+            out.append(make_method(name, model=args.model, profile=args.profile, backend=args.backend,
+                                   precision=args.precision))
         elif name == "embedding-cosine":
             out.append(make_method(name, model=args.model))
         elif name == "random":
@@ -76,7 +77,10 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
     options.add_model(p)
     options.add_profile(p, "head profile for the headseg method")
-    p.add_argument("--backend", default="auto", help="backend for the headseg method (default auto)")
+    p.add_argument("--backend", choices=("auto", "onnx", "torch"), default="auto",
+                   help="backend for the headseg method (default auto: the ONNX engine)")
+    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default=None,
+                   help="ONNX precision for the headseg method (default: the device's)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     options.add_quiet(p)
     options.add_input(p)

@@ -506,25 +506,29 @@ class HeadsegMethod(Method):
     takes_k = True
     description = "headseg Segmenter(model=None, profile=None, backend='auto'), level='topic'"
 
-    def __init__(self, model: str | None = None, profile: str | None = None, backend: str = "auto"):
+    def __init__(self, model: str | None = None, profile: str | None = None, backend: str = "auto",
+                 precision: str | None = None):
         super().__init__()
         self.model = model
         self.profile = profile
         self.backend = backend
+        self.precision = precision
 
     def setup(self):
         try:
             from headseg.segmenter.api import Segmenter
         except ImportError as exc:
             raise MethodUnavailable(f"headseg's segmenter API is not available ({exc})") from exc
-        self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend)
+        self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend, precision=self.precision,
+                             quiet=True)
 
     def predict(self, doc, k=None):
         result = self.seg.segment(doc.text, level="topic", segments=k)
         return Prediction(chars=list(result.boundaries), info={"segments": len(result)})
 
     def params(self):
-        return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend}
+        return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend,
+                "precision": self.precision or "default"}
 
     packages = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu")
 
