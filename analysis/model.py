@@ -260,9 +260,17 @@ def read_config(path: Path, name: str) -> dict:
     return cfg
 
 
+#: files a slow tokenizer can be converted from when there is no tokenizer.json
+VOCAB_FILES = ("vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model", "tokenizer.model")
+
+
 def _load_tokenizer(path: Path, name: str) -> Tokenizer:
     if (path / "tokenizer.json").is_file():
         return Tokenizer.from_dir(path)
+    if not any((path / f).is_file() for f in VOCAB_FILES):
+        # transformers 5 would build an empty tokenizer here rather than fail
+        raise ModelError(f"cannot load the tokenizer of model '{name}': no tokenizer.json or vocabulary file "
+                         f"({', '.join(VOCAB_FILES)}) in {path}")
     # No tokenizer.json: let transformers convert the vocabulary (slow path, imports transformers).
     try:
         from transformers import AutoTokenizer

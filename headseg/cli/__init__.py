@@ -51,8 +51,14 @@ def _configure_process() -> None:
     """The command line owns its process: quiet third-party chatter that is not meant for users."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    # e.g. "Some weights ... were not used" for the pooler that segmentation never reads
+    # e.g. "Some weights ... were not used" for the pooler that segmentation never reads,
+    # and transformers 5's "Loading weights" bars: the command shows its own progress.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:  # imported before main() (e.g. main() called in-process)
+        hf_logging = sys.modules["transformers"].utils.logging
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
     import logging
 
     # onnxruntime's quantiser logs advice on the root logger.
