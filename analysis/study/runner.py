@@ -224,13 +224,17 @@ class Study:
         for (length, _), members in groups.items():
             w0 = windows[members[0]]
             content = w0.content
+            # Batches are sorted by length, so a group is usually a run of the
+            # batch: slicing (views) instead of gathering spares copying the
+            # attention, the largest array of the study.
+            rows = slice(members[0], members[-1] + 1) if members[-1] - members[0] + 1 == len(members) else members
             if content.size and np.all(np.diff(content) == 1):
                 sl = slice(int(content[0]), int(content[-1]) + 1)
-                z = acts.z[members][:, :, sl]
-                attn = acts.attn[members][:, :, sl, sl]
+                z = acts.z[rows][:, :, sl]
+                attn = acts.attn[rows][:, :, sl, sl]
             else:
-                z = acts.z[members][:, :, content]
-                attn = acts.attn[members][:, :, content][:, :, :, content]
+                z = acts.z[rows][:, :, content]
+                attn = acts.attn[rows][:, :, content][:, :, :, content]
             ids = np.stack([windows[b].input_ids[content] for b in members])
             sent = np.stack([windows[b].sentence_ids[content] for b in members])
             self.acc.add_pairs(z, attn, ids, sent, np.asarray(members) + first_index, window_len=length)
