@@ -13,7 +13,7 @@ $(BIN)/headseg: pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
-	$(BIN)/pip install -q -e ".[test,export,tui]"
+	$(BIN)/pip install -q -e ".[test,export,tui,ray]"
 	touch $(BIN)/headseg
 
 install: $(BIN)/headseg

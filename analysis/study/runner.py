@@ -239,6 +239,26 @@ class Study:
             sent = np.stack([windows[b].sentence_ids[content] for b in members])
             self.acc.add_pairs(z, attn, ids, sent, np.asarray(members) + first_index, window_len=length)
 
+    def accumulate_shard(self, lo: int, hi: int, backend=None) -> StudyAccumulator:
+        """A fresh accumulator over batches ``[lo, hi)``: one shard of a distributed study.
+
+        Samples keep their global indices (they seed the permutation null), so
+        the shards of a run merged with :meth:`StudyAccumulator.merge` give the
+        accumulator of the whole run.
+        """
+        if not 0 <= lo <= hi <= len(self.batches):
+            raise HeadsegError(f"shard [{lo}, {hi}) is outside the {len(self.batches)} batches")
+        keep = self.acc
+        self.acc = StudyAccumulator(**keep.settings())
+        try:
+            backend = backend or TorchBackend(self.loaded, device=self.cfg.device)
+            for bi in range(lo, hi):
+                self._process(backend, self.batches[bi], bi * self.cfg.batch_size)
+                self.acc.arrays["batches"] += 1
+            return self.acc
+        finally:
+            self.acc = keep
+
     def report_from_checkpoint(self) -> dict:
         """Write the outputs from ``DIR/checkpoint.npz`` as it stands (an interim report of a running study)."""
         if not (self.out / CHECKPOINT).is_file():
@@ -279,8 +299,13 @@ class Study:
                     return None
                 if done % cfg.checkpoint_every == 0:
                     self.save_checkpoint(done)
+        return self.finish(start, done, time.monotonic() - t0, backend.device)
+
+    def finish(self, start: int, done: int, elapsed: float, device: str, **run_info) -> dict:
+        """Checkpoint, write the report, figures, heads.json and run.json; returns the report."""
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
         self.save_checkpoint(done)
-        elapsed = time.monotonic() - t0
         from .report import write_outputs
 
         report = write_outputs(self, figures=cfg.figures)
@@ -295,10 +320,11 @@ class Study:
                 "samples_per_second": round(processed / elapsed, 3) if elapsed > 0 else None,
                 "resumed_from_batch": start,
                 "peak_rss_mb": round(_peak_rss_mb(), 1),
-                "device": backend.device,
+                "device": device,
                 "torch_threads": _torch_threads(),
                 "cpu_count": os.cpu_count(),
                 "load_average_end": list(os.getloadavg()),
+                **run_info,
             },
         )
         return report

@@ -156,6 +156,28 @@ class StudyAccumulator:
             "batches": np.zeros((), np.int64),
         }
 
+    def settings(self) -> dict:
+        """The constructor arguments: an accumulator made with them adds up the same way."""
+        return {"num_layers": self.num_layers, "num_heads": self.num_heads, "seq_len": self.seq_len,
+                "vocab_size": self.vocab_size, "top_fraction": self.top_fraction,
+                "attention_threshold": self.attention_threshold, "null_permutations": self.null_permutations,
+                "seed": self.seed}
+
+    def merge(self, other: "StudyAccumulator") -> "StudyAccumulator":
+        """Add ``other``'s sums into this one (the shards of a distributed study); returns ``self``.
+
+        Every array is a sum or a count over windows, so merging the
+        accumulators of disjoint shards gives the accumulator of their union
+        (exactly for the counts, up to float summation order for the sums).
+        """
+        if other.settings() != self.settings():
+            mine, theirs = self.settings(), other.settings()
+            k = next(k for k in mine if mine[k] != theirs[k])
+            raise HeadsegError(f"cannot merge study accumulators with different {k} ({mine[k]} vs {theirs[k]})")
+        for k, v in self.arrays.items():
+            v += other.arrays[k]
+        return self
+
     # -- persistence -------------------------------------------------------
     def state(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.arrays.items()}
