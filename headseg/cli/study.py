@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
 
@@ -37,7 +38,13 @@ def run(args) -> int:
         command="headseg study " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
     )
     loaded = load_model(args.model)
-    if args.report_only:
+    if args.engine == "ray":
+        from headseg.segmenter.distributed import run_study_ray
+
+        if args.report_only or args.stop_after_batches is not None:
+            raise InputError("--report-only and --stop-after-batches are for the local engine")
+        report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address)
+    elif args.report_only:
         cfg.resume = True
         report = Study(cfg, loaded).report_from_checkpoint()
         print(f"interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
@@ -88,6 +95,10 @@ def register(sub) -> None:
     p.add_argument("--stop-after-batches", type=int, default=None, help=argparse_suppress())
     p.add_argument("--report-only", action="store_true",
                    help="write the outputs from DIR/checkpoint.npz as it stands (interim report), processing nothing")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local, or ray: batches of windows sharded over Ray tasks, accumulators merged here")
+    p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")
+    p.add_argument("--workers", type=int, default=None, help="ray: number of shards (default: the cluster's CPUs)")
     options.add_device(p)
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     options.add_quiet(p, "no progress bar or summary")
