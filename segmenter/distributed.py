@@ -91,6 +91,9 @@ class SegmentActor:
             for i, s in enumerate(res):
                 for k, v in zip(cols, (doc_id, i, s.start, s.end, round(s.score, 6), s.text, None)):
                     cols[k].append(v)
+        from headseg.cli.segment import release_memory
+
+        release_memory()  # the actor owns its process, as the command line does
         return cols
 
 
@@ -139,7 +142,7 @@ def segment_corpus_ray(args, sources, failed: int = 0) -> int:
         num_cpus=1,
         num_gpus=gpus,
     )
-    sink: Any = ParquetSink(args.out) if args.format == "parquet" else StreamSink("jsonl", False, args.out)
+    sink: Any = ParquetSink(args.out) if args.format == "parquet" else StreamSink("jsonl", False, args.out, direct=True)
     ok = False
     try:
         for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
@@ -170,9 +173,8 @@ def _write_rows(sink, rows: list[dict]) -> None:
 
     if hasattr(sink, "write_records"):
         sink.write_records(rows)
-    elif rows:
-        sink.fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        sink.fh.flush()
+    else:
+        sink.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 # ------------------------------------------------------------------ study

@@ -240,12 +240,15 @@ def check_output(out: str, sources: list[Source], direct: bool) -> None:
 class StreamSink:
     """Text, JSON or JSONL to a stream (stdout), or to a temporary file renamed over ``--out`` at the end."""
 
-    def __init__(self, fmt: str, single: bool, out: str | None):
+    def __init__(self, fmt: str, single: bool, out: str | None, direct: bool = False):
         self.fmt, self.single, self.out = fmt, single, out
         self.count = 0
         self.tmp = None
         if out is None:
             self.fh = sys.stdout
+        elif direct:
+            # records appended to --out as they come (whole lines; the ray engine's JSONL)
+            self.fh = open(out, "w", encoding="utf-8", newline="")
         else:
             p = Path(out)
             fd, self.tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
@@ -273,8 +276,11 @@ class StreamSink:
                     parts.append(f"----- segment {i + 1}/{len(seg)}  chars {s.start}-{s.end}  score {s.score:.3f} -----\n")
                     parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
             self.count += 1
-        if parts:
-            self.fh.write("".join(parts))
+        self.write_text("".join(parts))
+
+    def write_text(self, text: str) -> None:
+        if text:
+            self.fh.write(text)
             self.fh.flush()
 
     def close(self, ok: bool = True) -> None:
@@ -282,6 +288,9 @@ class StreamSink:
             self.fh.write("\n]\n" if self.count else "]\n")
         self.fh.flush()
         if self.tmp is None:
+            if self.fh is not sys.stdout:
+                os.fsync(self.fh.fileno())
+                self.fh.close()
             return
         if not ok:
             self.fh.close()
@@ -416,7 +425,7 @@ def _validate(args) -> None:
         for name in ("segments", "min_chars", "max_chars", "max_tokens", "penalty"):
             msg = msg.replace(name, "--" + name.replace("_", "-"))
         raise InputError(msg) from None
-    for name in ("batch_size", "docs_per_batch", "max_bytes", "workers"):
+    for name in ("batch_size", "docs_per_batch", "max_bytes", "workers", "threads"):
         v = getattr(args, name)
         if v is not None and v < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1 (got {v})")
@@ -472,6 +481,10 @@ def run(args) -> int:
         # settings mismatches are found before the model is loaded
         JournalSink._read_journal(_Probe(args.out + ".journal"), settings)
 
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
     from headseg.segmenter.api import Segmenter
 
     seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend, device=args.device,
@@ -524,10 +537,36 @@ def run(args) -> int:
                         failed += 1
                 sink.write_batch(good)
                 bar.update(len(batch))
+                release_memory()
         ok = True
     finally:
         sink.close(ok=ok and (failed == 0 or not direct))
     return 1 if failed else 0
+
+
+def release_memory() -> None:
+    """Hand the heap's free pages back to the system after a batch (glibc only; elsewhere nothing).
+
+    Batches allocate and free arrays of ever different sizes; without a trim,
+    glibc keeps the freed memory and a long run's resident size creeps up by
+    ~20% over a hundred batches although nothing is kept.  The command owns its
+    process, so it may do this; the library never does.
+    """
+    global _malloc_trim
+    if _malloc_trim is None:
+        _malloc_trim = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+            except (OSError, AttributeError):
+                pass
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim: Any = None
 
 
 class _Probe:
@@ -587,6 +626,8 @@ def register(sub) -> None:
                         "journal, other formats are written atomically")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted --format jsonl --out FILE run: skip the documents it finished")
+    p.add_argument("--threads", type=int, default=None,
+                   help="local engine: torch intra-op threads (default: torch's, one per core)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (this process) or ray (Ray Data actors; needs the 'ray' extra)")
     p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")
