@@ -116,7 +116,7 @@ def segment_corpus_ray(args, sources, failed: int = 0) -> int:
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = not args.quiet
-    paths = [os.path.abspath(s.path) for s in sources]
+    paths = [s.path if "://" in s.path else os.path.abspath(s.path) for s in sources]
     # Reading is light; with 0 CPUs reserved it never waits behind the actors,
     # which hold one CPU each (N workers on N cores would otherwise deadlock).
     if kinds == {"parquet"}:

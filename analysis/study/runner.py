@@ -286,6 +286,7 @@ class Study:
             start = self.load_checkpoint()
         backend = TorchBackend(self.loaded, device=cfg.device)
         t0 = time.monotonic()
+        c0 = time.process_time()
         done = start
         with Progress(len(self.batches), desc="study", quiet=cfg.quiet) as prog:
             prog.update(start)
@@ -299,7 +300,8 @@ class Study:
                     return None
                 if done % cfg.checkpoint_every == 0:
                     self.save_checkpoint(done)
-        return self.finish(start, done, time.monotonic() - t0, backend.device)
+        return self.finish(start, done, time.monotonic() - t0, backend.device,
+                           cpu_seconds_this_session=round(time.process_time() - c0, 2))
 
     def finish(self, start: int, done: int, elapsed: float, device: str, **run_info) -> dict:
         """Checkpoint, write the report, figures, heads.json and run.json; returns the report."""

@@ -75,6 +75,10 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
         if p == "-":
             sources.append(Source("-", "text" if input_format == "auto" else input_format))
             continue
+        if "://" in p:
+            # a remote URI (s3://, gs://, ...): the ray engine's reader opens it
+            sources.append(Source(p, _kind_of(p, input_format)))
+            continue
         path = Path(p)
         if path.is_dir():
             found = []
@@ -335,6 +339,40 @@ class ParquetSink:
             os.unlink(self.tmp)
 
 
+def read_journal(journal: str, settings: dict) -> tuple[dict[int, str], int, int]:
+    """``(done, end, valid)``: finished documents by input position, the output size they fill, and the
+    journal's length in bytes up to its last whole entry.  Refuses other settings than ``settings``."""
+    with open(journal, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    try:
+        head = json.loads(lines[0])
+        old = head["settings"]
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise InputError(f"{journal}: not a headseg journal; run again without --resume") from None
+    if head.get("headseg_segment_journal") != JOURNAL_VERSION:
+        raise InputError(f"{journal}: journal version {head.get('headseg_segment_journal')} is not "
+                         f"{JOURNAL_VERSION}; run again without --resume")
+    diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+    if diff:
+        k = diff[0]
+        raise InputError(f"--resume: the interrupted run used {k} = {old.get(k)!r}, this one {settings.get(k)!r}; "
+                         "use the same settings, or run without --resume to start over")
+    done: dict[int, str] = {}
+    end, valid = 0, len(lines[0]) + 1
+    # the last line may be torn by a kill: only whole, valid lines count
+    for raw in lines[1:-1]:
+        try:
+            entry = json.loads(raw)
+            n, doc, e = int(entry["n"]), str(entry["document"]), int(entry["end"])
+        except (ValueError, KeyError, TypeError):
+            break
+        done[n] = doc
+        end = max(end, e)
+        valid += len(raw) + 1
+    return done, end, valid
+
+
 class JournalSink:
     """JSONL appended to ``--out`` batch by batch, with the journal that makes ``--resume`` exact."""
 
@@ -343,7 +381,7 @@ class JournalSink:
         self.journal = out + ".journal"
         self.done: dict[int, str] = {}
         if resume and os.path.exists(self.journal):
-            end = self._read_journal(settings)
+            self.done, end, journal_valid = read_journal(self.journal, settings)
             size = os.path.getsize(out) if os.path.exists(out) else 0
             if size < end:
                 raise InputError(f"--out {out}: {size:,} bytes, shorter than the {end:,} its journal records; "
@@ -352,7 +390,7 @@ class JournalSink:
             # whatever a killed run wrote after its last finished batch is dropped
             os.ftruncate(self.fd, end)
             self.jfd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
-            os.ftruncate(self.jfd, self._journal_valid)
+            os.ftruncate(self.jfd, journal_valid)
         else:
             self.jfd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             self._append(self.jfd, json.dumps({"headseg_segment_journal": JOURNAL_VERSION, "settings": settings},
@@ -360,37 +398,6 @@ class JournalSink:
             os.fsync(self.jfd)
             self.fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
             os.fsync(self.fd)
-
-    def _read_journal(self, settings: dict) -> int:
-        with open(self.journal, "rb") as fh:
-            data = fh.read()
-        lines = data.split(b"\n")
-        try:
-            head = json.loads(lines[0])
-            old = head["settings"]
-        except (ValueError, KeyError, TypeError, IndexError):
-            raise InputError(f"{self.journal}: not a headseg journal; run again without --resume") from None
-        if head.get("headseg_segment_journal") != JOURNAL_VERSION:
-            raise InputError(f"{self.journal}: journal version {head.get('headseg_segment_journal')} is not "
-                             f"{JOURNAL_VERSION}; run again without --resume")
-        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
-        if diff:
-            k = diff[0]
-            raise InputError(f"--resume: the interrupted run used {k} = {old.get(k)!r}, this one {settings.get(k)!r}; "
-                             "use the same settings, or run without --resume to start over")
-        end, valid = 0, len(lines[0]) + 1
-        # the last line may be torn by a kill: only whole, valid lines count
-        for raw in lines[1:-1]:
-            try:
-                entry = json.loads(raw)
-                n, doc, e = int(entry["n"]), str(entry["document"]), int(entry["end"])
-            except (ValueError, KeyError, TypeError):
-                break
-            self.done[n] = doc
-            end = max(end, e)
-            valid += len(raw) + 1
-        self._journal_valid = valid
-        return end
 
     @staticmethod
     def _append(fd: int, text: str) -> None:
@@ -479,7 +486,7 @@ def run(args) -> int:
         return 1 if failed else 0
     if args.resume and os.path.exists(args.out + ".journal"):
         # settings mismatches are found before the model is loaded
-        JournalSink._read_journal(_Probe(args.out + ".journal"), settings)
+        read_journal(args.out + ".journal", settings)
 
     if args.threads:
         import torch
@@ -567,14 +574,6 @@ def release_memory() -> None:
 
 
 _malloc_trim: Any = None
-
-
-class _Probe:
-    """Just enough of a :class:`JournalSink` to read a journal's header and entries."""
-
-    def __init__(self, journal: str):
-        self.journal = journal
-        self.done: dict[int, str] = {}
 
 
 def _pending(docs, skip) -> Iterator[tuple[int, str, Any]]:
