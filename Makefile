@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 VENV_TF5 ?= .venv-tf5
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= test,export,tui,langchain,llamaindex,haystack
+EXTRAS ?= test,export,tui,ray,langchain,llamaindex,haystack
 
 .PHONY: demo test test-main test-tf5 install install-tf5
 

@@ -76,6 +76,10 @@ class Segmentation:
             ],
         }
 
+    def to_records(self, document: str | None = None) -> list[dict]:
+        """One flat record per segment (``--format jsonl``): :meth:`to_dict`'s segments with ``document`` in each."""
+        return [{"document": document, **r} for r in self.to_dict(document)["segments"]]
+
     def to_json(self, document: str | None = None, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""
         return json.dumps(self.to_dict(document), indent=indent, ensure_ascii=False)

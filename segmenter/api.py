@@ -17,15 +17,16 @@ global optimum, not from local depth scores.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import regex
 
 from headseg.analysis.capture import HeadActivations, iter_batches
-from headseg.analysis.errors import HeadsegError, InputError, ProfileError
+from headseg.analysis.errors import HeadsegError, InputError, ProfileError, first_line
 from headseg.analysis.model import LoadedModel, load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.progress import progress_bar
@@ -37,6 +38,46 @@ from .tokens import TokenCounterSpec, resolve_token_counter
 from .units import UnitParams, find_units
 
 LEVELS = ("topic", "unit")
+
+#: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
+DEFAULT_BATCH_DOCS = 32
+#: ... and about this many characters (a longer document is a batch of its own)
+DEFAULT_BATCH_CHARS = 1_000_000
+
+
+def check_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
+                  max_chars: int | None = None, max_tokens: int | None = None,
+                  penalty: float | None = None) -> None:
+    """Validate :meth:`Segmenter.segment`'s options without a model (raises :class:`InputError`).
+
+    The command line calls this before loading the model, so that a bad
+    argument costs nothing and exits as an input error.
+    """
+    if level not in LEVELS:
+        raise InputError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
+    for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
+                    ("max_tokens", max_tokens)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise InputError(f"{name} must be a positive integer (got {v!r})")
+    if max_chars is not None and min_chars is not None and min_chars > max_chars:
+        raise InputError(f"min_chars ({min_chars}) is larger than max_chars ({max_chars})")
+    if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.floating))
+                                or not math.isfinite(penalty) or penalty < 0):
+        raise InputError(f"penalty must be a finite non-negative number (got {penalty!r})")
+
+
+@dataclass(frozen=True)
+class DocumentError:
+    """A document of :meth:`Segmenter.iter_segment` that could not be segmented (``errors="yield"``)."""
+
+    #: position in the input (0-based)
+    index: int
+    #: the record's id, or None for a plain text without one
+    document: str | None
+    #: one line saying why
+    reason: str
+    #: the exception itself
+    error: BaseException | None = None
 
 
 @dataclass
@@ -263,8 +304,7 @@ class Segmenter:
                      penalty: float | None = None, progress=None,
                      token_counter: TokenCounterSpec = None) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
-        check_segment_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
-                              max_tokens=max_tokens, penalty=penalty)
+        check_options(level, segments, min_chars, max_chars, max_tokens, penalty)
         counter = resolve_token_counter(token_counter)
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
@@ -310,6 +350,79 @@ class Segmenter:
                         "returning %d segment(s)", name, segments, r.meta.get("units", len(r)), len(r))
         return results
 
+    # ------------------------------------------------------------- streaming
+    def iter_segment(self, items: Iterable[Any], *, text_field: str = "text", id_field: str = "id",
+                     batch_docs: int = DEFAULT_BATCH_DOCS, batch_chars: int = DEFAULT_BATCH_CHARS,
+                     errors: str = "raise", **options) -> Iterator[Segmentation | DocumentError]:
+        """Segment a stream of documents, yielding one result per input item, in input order.
+
+        ``items`` may be any iterable (a generator over a corpus of any size) of
+        texts (``str``), records (mappings with ``text_field`` and optionally
+        ``id_field``) or ``(id, text)`` pairs.  At most one batch is read ahead:
+        ``batch_docs`` documents, or fewer once they hold ``batch_chars``
+        characters, are segmented together by :meth:`segment_many`, so memory is
+        bounded by the batch, not by the corpus.  A record's id is in
+        ``result.meta["document"]``.  ``options`` are :meth:`segment`'s.
+
+        ``errors="raise"`` (default) raises a document's error when its turn
+        comes; ``errors="yield"`` yields a :class:`DocumentError` in its place and
+        goes on with the rest.
+        """
+        for batch in self.iter_segment_batches(items, text_field=text_field, id_field=id_field,
+                                               batch_docs=batch_docs, batch_chars=batch_chars,
+                                               errors=errors, **options):
+            yield from batch
+
+    def iter_segment_batches(self, items: Iterable[Any], *, text_field: str = "text", id_field: str = "id",
+                             batch_docs: int = DEFAULT_BATCH_DOCS, batch_chars: int = DEFAULT_BATCH_CHARS,
+                             errors: str = "raise", **options) -> Iterator[list[Segmentation | DocumentError]]:
+        """:meth:`iter_segment`, one list per batch (a writer can make each batch durable at once)."""
+        if errors not in ("raise", "yield"):
+            raise HeadsegError(f"errors must be 'raise' or 'yield' (got '{errors}')")
+        if batch_docs < 1 or batch_chars < 1:
+            raise HeadsegError("batch_docs and batch_chars must be at least 1")
+        allowed = {"level", "segments", "min_chars", "max_chars", "max_tokens", "penalty", "progress"}
+        unknown = set(options) - allowed
+        if unknown:
+            raise HeadsegError(f"unknown option(s) for segment: {', '.join(sorted(unknown))}")
+        check_options(**{k: v for k, v in options.items() if k not in ("progress", "token_counter")})
+        batch: list[tuple[int, str | None, Any]] = []
+        size = 0
+        for index, item in enumerate(items):
+            doc_id, text = _document(item, text_field, id_field)
+            batch.append((index, doc_id, text))
+            size += len(text) if isinstance(text, str) else 0
+            if len(batch) >= batch_docs or size >= batch_chars:
+                yield from _checked(self._segment_batch(batch, options), errors)
+                batch, size = [], 0
+        if batch:
+            yield from _checked(self._segment_batch(batch, options), errors)
+
+    def _segment_batch(self, batch, options: dict) -> list[Segmentation | DocumentError]:
+        results: list[Segmentation | DocumentError | None] = [None] * len(batch)
+        good = [i for i, (_, _, text) in enumerate(batch) if isinstance(text, str)]
+        for i, (index, doc_id, text) in enumerate(batch):
+            if not isinstance(text, str):
+                results[i] = DocumentError(index, doc_id, str(text), text)
+        try:
+            done = self.segment_many([batch[i][2] for i in good], **options)
+        except Exception:  # noqa: BLE001 - isolate the failing document(s) below
+            done = None
+        if done is None:
+            # One document spoilt the batch: run them one by one so that only it fails.
+            done = []
+            for i in good:
+                index, doc_id, text = batch[i]
+                try:
+                    done.append(self.segment_many([text], **options)[0])
+                except Exception as exc:  # noqa: BLE001 - reported per document, the rest go on
+                    done.append(DocumentError(index, doc_id, _reason(exc), exc))
+        for i, res in zip(good, done):
+            if isinstance(res, Segmentation) and batch[i][1] is not None:
+                res.meta["document"] = batch[i][1]
+            results[i] = res
+        return results  # type: ignore[return-value]
+
     def _topic_cuts(self, x, text, doc, units, segments, min_chars, max_chars, max_tokens, penalty,
                     measure: "TokenMeasure | None" = None):
         n = len(units)
@@ -343,20 +456,41 @@ class Segmenter:
         return cuts, boundary_strength(cost, cuts)
 
 
-def check_segment_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
-                          max_chars: int | None = None, max_tokens: int | None = None,
-                          penalty: float | None = None) -> None:
-    """Raise :class:`HeadsegError` for options :meth:`Segmenter.segment` would refuse (no model needed)."""
-    if level not in LEVELS:
-        raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
-    for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
-                    ("max_tokens", max_tokens)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-            raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
-    if max_chars is not None and min_chars is not None and min_chars > max_chars:
-        raise HeadsegError("min_chars is larger than max_chars")
-    if penalty is not None and not penalty >= 0:
-        raise HeadsegError("penalty must be non-negative")
+def _checked(results: list, errors: str) -> Iterator[list]:
+    """The batch, or with ``errors="raise"`` the results before its first failure and then that error."""
+    if errors == "raise":
+        for j, res in enumerate(results):
+            if isinstance(res, DocumentError):
+                if j:
+                    yield results[:j]
+                raise res.error if isinstance(res.error, Exception) else HeadsegError(res.reason)
+    yield results
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failed document: the message of a headseg error, else the exception's type and message."""
+    msg = first_line(exc, 500)
+    return msg if isinstance(exc, HeadsegError) or msg == type(exc).__name__ else f"{type(exc).__name__}: {msg}"
+
+
+def _document(item: Any, text_field: str, id_field: str) -> tuple[str | None, Any]:
+    """``(id, text)`` of one input item; ``text`` is an :class:`InputError` when the item is unusable."""
+    if isinstance(item, str):
+        return None, item
+    if isinstance(item, Exception):
+        # a reader's error for this document (e.g. unreadable file) passes through in its place
+        return None, item
+    if isinstance(item, Mapping):
+        doc_id = item.get(id_field)
+        doc_id = None if doc_id is None else str(doc_id)
+        text = item.get(text_field)
+        if not isinstance(text, str):
+            what = "missing" if text is None else f"a {type(text).__name__}, not a string"
+            return doc_id, InputError(f"field '{text_field}' is {what}")
+        return doc_id, text
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+        return (None if item[0] is None else str(item[0])), item[1]
+    return None, InputError(f"expected a text, a record or an (id, text) pair, got {type(item).__name__}")
 
 
 def local_noise(x: np.ndarray) -> float:

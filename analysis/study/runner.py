@@ -229,16 +229,40 @@ class Study:
         for (length, _), members in groups.items():
             w0 = windows[members[0]]
             content = w0.content
+            # Batches are sorted by length, so a group is usually a run of the
+            # batch: slicing (views) instead of gathering spares copying the
+            # attention, the largest array of the study.
+            rows = slice(members[0], members[-1] + 1) if members[-1] - members[0] + 1 == len(members) else members
             if content.size and np.all(np.diff(content) == 1):
                 sl = slice(int(content[0]), int(content[-1]) + 1)
-                z = acts.z[members][:, :, sl]
-                attn = acts.attn[members][:, :, sl, sl]
+                z = acts.z[rows][:, :, sl]
+                attn = acts.attn[rows][:, :, sl, sl]
             else:
-                z = acts.z[members][:, :, content]
-                attn = acts.attn[members][:, :, content][:, :, :, content]
+                z = acts.z[rows][:, :, content]
+                attn = acts.attn[rows][:, :, content][:, :, :, content]
             ids = np.stack([windows[b].input_ids[content] for b in members])
             sent = np.stack([windows[b].sentence_ids[content] for b in members])
             self.acc.add_pairs(z, attn, ids, sent, np.asarray(members) + first_index, window_len=length)
+
+    def accumulate_shard(self, lo: int, hi: int, backend=None) -> StudyAccumulator:
+        """A fresh accumulator over batches ``[lo, hi)``: one shard of a distributed study.
+
+        Samples keep their global indices (they seed the permutation null), so
+        the shards of a run merged with :meth:`StudyAccumulator.merge` give the
+        accumulator of the whole run.
+        """
+        if not 0 <= lo <= hi <= len(self.batches):
+            raise HeadsegError(f"shard [{lo}, {hi}) is outside the {len(self.batches)} batches")
+        keep = self.acc
+        self.acc = StudyAccumulator(**keep.settings())
+        try:
+            backend = backend or TorchBackend(self.loaded, device=self.cfg.device)
+            for bi in range(lo, hi):
+                self._process(backend, self.batches[bi], bi * self.cfg.batch_size)
+                self.acc.arrays["batches"] += 1
+            return self.acc
+        finally:
+            self.acc = keep
 
     def report_from_checkpoint(self) -> dict:
         """Write the outputs from ``DIR/checkpoint.npz`` as it stands (an interim report of a running study)."""
@@ -267,6 +291,7 @@ class Study:
             start = self.load_checkpoint()
         backend = TorchBackend(self.loaded, device=cfg.device)
         t0 = time.monotonic()
+        c0 = time.process_time()
         done = start
         with progress_bar(total=len(self.batches), desc="study", disable=cfg.quiet, unit="batch") as prog:
             prog.update(start)
@@ -280,8 +305,14 @@ class Study:
                     return None
                 if done % cfg.checkpoint_every == 0:
                     self.save_checkpoint(done)
+        return self.finish(start, done, time.monotonic() - t0, backend.device,
+                           cpu_seconds_this_session=round(time.process_time() - c0, 2))
+
+    def finish(self, start: int, done: int, elapsed: float, device: str, **run_info) -> dict:
+        """Checkpoint, write the report, figures, heads.json and run.json; returns the report."""
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
         self.save_checkpoint(done)
-        elapsed = time.monotonic() - t0
         from .report import write_outputs
 
         report = write_outputs(self, figures=cfg.figures)
@@ -296,10 +327,11 @@ class Study:
                 "samples_per_second": round(processed / elapsed, 3) if elapsed > 0 else None,
                 "resumed_from_batch": start,
                 "peak_rss_mb": round(_peak_rss_mb(), 1),
-                "device": backend.device,
+                "device": device,
                 "torch_threads": _torch_threads(),
                 "cpu_count": os.cpu_count(),
                 "load_average_end": list(os.getloadavg()),
+                **run_info,
             },
         )
         return report

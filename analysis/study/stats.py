@@ -149,6 +149,28 @@ class StudyAccumulator:
             "batches": np.zeros((), np.int64),
         }
 
+    def settings(self) -> dict:
+        """The constructor arguments: an accumulator made with them adds up the same way."""
+        return {"num_layers": self.num_layers, "num_heads": self.num_heads, "seq_len": self.seq_len,
+                "vocab_size": self.vocab_size, "top_fraction": self.top_fraction,
+                "attention_threshold": self.attention_threshold, "null_permutations": self.null_permutations,
+                "seed": self.seed}
+
+    def merge(self, other: "StudyAccumulator") -> "StudyAccumulator":
+        """Add ``other``'s sums into this one (the shards of a distributed study); returns ``self``.
+
+        Every array is a sum or a count over windows, so merging the
+        accumulators of disjoint shards gives the accumulator of their union
+        (exactly for the counts, up to float summation order for the sums).
+        """
+        if other.settings() != self.settings():
+            mine, theirs = self.settings(), other.settings()
+            k = next(k for k in mine if mine[k] != theirs[k])
+            raise HeadsegError(f"cannot merge study accumulators with different {k} ({mine[k]} vs {theirs[k]})")
+        for k, v in self.arrays.items():
+            v += other.arrays[k]
+        return self
+
     # -- persistence -------------------------------------------------------
     def state(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.arrays.items()}
@@ -185,27 +207,30 @@ class StudyAccumulator:
             self.arrays["windows"] += g
             return
         iu, ju = np.triu_indices(c, k=1)
-        flat, flat_t = iu * c + ju, ju * c + iu
+        flat = iu * c + ju
         dist = ju - iu
         p = iu.shape[0]
         k = top_k_count(p, self.top_fraction)
-        # torch for the batched matmul (numpy's is far slower), numpy for the
-        # rest: this is the hot loop, and it only ever touches the k high
-        # elements after the partition.
-        s = (zt @ zt.transpose(-1, -2)).numpy().reshape(g * n, c * c)
-        s_pairs = np.take(s, flat, axis=1)  # [G*N, P]
-        iq = np.argpartition(s_pairs, p - k, axis=1)[:, p - k :].reshape(g, n, k)  # pair indices
-        at = np.asarray(attn, dtype=np.float32).reshape(g * n, c * c)
+        # All in torch (batched, multi-threaded) up to the k high elements of
+        # each matrix; numpy only ever touches those.  The attention is read at
+        # the high elements alone, straight from the (possibly strided) input.
+        s = (zt @ zt.transpose(-1, -2)).reshape(g * n, c * c)
+        s_pairs = s.index_select(1, torch.from_numpy(flat))  # [G*N, P]
+        iq = torch.topk(s_pairs, k, dim=1, sorted=False).indices.numpy().reshape(g, n, k)  # pair indices
+        del s, s_pairs
+        at = attn.numpy() if isinstance(attn, torch.Tensor) else np.asarray(attn)
+        gi3 = np.arange(g)[:, None, None]
+        ni3 = np.arange(n)[None, :, None]
+        qi, qj = iu[iq], ju[iq]
+        a_sym = 0.5 * (at[gi3, ni3, qi, qj].astype(np.float32) + at[gi3, ni3, qj, qi].astype(np.float32))
+        in_att = a_sym * window_len >= self.attention_threshold
         iq2 = iq.reshape(g * n, k)
-        a_sym = 0.5 * (np.take_along_axis(at, flat[iq2], 1) + np.take_along_axis(at, flat_t[iq2], 1))
-        in_att = (a_sym * window_len >= self.attention_threshold).reshape(g, n, k)
         ids = np.asarray(ids)
         sent = np.asarray(sent)
         same = sent[:, iu] == sent[:, ju]  # [G, P]
         ident = ids[:, iu] == ids[:, ju]
-        gi = np.arange(g)[:, None, None]
-        same_q = same[gi, iq]  # [G, N, k]
-        ident_q = ident[gi, iq]
+        same_q = same[gi3, iq]  # [G, N, k]
+        ident_q = ident[gi3, iq]
         d = self.seq_len
         key = np.arange(n)[None, :, None] * d + dist[iq]  # head * D + distance
 
@@ -264,8 +289,11 @@ class StudyAccumulator:
         onehot *= mask_t[..., None]
         at = torch.as_tensor(attn, dtype=torch.float32)
         fn = torch.as_tensor(fnorm, dtype=torch.float32)
-        w = at @ onehot[:, None]  # [B, N, T, K]
-        num = at @ (fn[..., None] * onehot[:, None])  # [B, N, T, K]
+        b, n = fn.shape[:2]
+        # weight and norm shares from one batched matmul over [onehot | fnorm·onehot]
+        rhs = torch.cat([onehot[:, None].expand(b, n, -1, -1), fn[..., None] * onehot[:, None]], dim=-1)
+        both = at @ rhs  # [B, N, T, 2K]
+        w, num = both[..., :k], both[..., k:]
         nrm = num / num.sum(-1, keepdim=True).clamp(min=1e-12)
         q = mask_t[:, None, :, None].to(torch.float64)
         a = self.arrays

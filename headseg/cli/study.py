@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from headseg.analysis.io import check_output_dir
+from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
 from headseg.analysis.study.runner import OUTPUT_FILES, check_out_dir
@@ -46,7 +47,13 @@ def run(args) -> int:
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     loaded = load_model(args.model)
-    if args.report_only:
+    if args.engine == "ray":
+        from headseg.segmenter.distributed import run_study_ray
+
+        if args.report_only or args.stop_after_batches is not None:
+            raise InputError("--report-only and --stop-after-batches are for the local engine")
+        report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address)
+    elif args.report_only:
         cfg.resume = True
         report = Study(cfg, loaded).report_from_checkpoint()
         print(f"interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
@@ -97,6 +104,10 @@ def register(sub) -> None:
     p.add_argument("--stop-after-batches", type=int, default=None, help=argparse_suppress())
     p.add_argument("--report-only", action="store_true",
                    help="write the outputs from DIR/checkpoint.npz as it stands (interim report), processing nothing")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local, or ray: batches of windows sharded over Ray tasks, accumulators merged here")
+    p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")
+    p.add_argument("--workers", type=int, default=None, help="ray: number of shards (default: the cluster's CPUs)")
     options.add_device(p)
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     options.add_quiet(p, "no progress bar or summary")

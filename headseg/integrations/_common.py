@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segmentation
-from headseg.segmenter.api import Segmenter, check_segment_options
+from headseg.segmenter.api import Segmenter, check_options
 from headseg.segmenter.tokens import TokenCounterSpec, resolve_token_counter
 
 
@@ -24,7 +24,7 @@ class SegmenterRunner:
                 raise HeadsegError(f"segmenter must be a headseg Segmenter (got {type(segmenter).__name__})")
             if model is not None or profile is not None or backend != "auto" or device is not None:
                 raise HeadsegError("pass either a ready segmenter or model/profile/backend/device, not both")
-        check_segment_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+        check_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
                               max_tokens=max_tokens, penalty=penalty)
         self._segmenter = segmenter
         self.build_args = {"model": model, "profile": profile, "backend": backend, "device": device}

@@ -160,3 +160,21 @@ def test_report_only_from_partial_checkpoint(tmp_path, tiny_bert):
     assert json.loads((out / "report.json").read_text())["windows"] == 8
     with pytest.raises(InputError, match="no checkpoint.npz"):
         Study(cfg(tmp_path / "none", resume=True), tiny_bert).report_from_checkpoint()
+
+
+def test_shards_merged_equal_the_single_run(full_run, tmp_path, tiny_bert):
+    """Two shards of batches, accumulated apart and merged, give the single run's accumulator."""
+    from headseg.analysis.study.stats import StudyAccumulator
+
+    study = Study(cfg(tmp_path / "shards"), tiny_bert)
+    n = len(study.batches)
+    assert n == 3
+    merged = StudyAccumulator(**study.acc.settings())
+    for lo, hi in ((0, 1), (1, n)):
+        merged.merge(study.accumulate_shard(lo, hi))
+    with np.load(full_run[0] / "checkpoint.npz") as f:
+        for k, v in merged.arrays.items():
+            if v.dtype.kind == "f":
+                np.testing.assert_allclose(v, f[k], rtol=1e-9, err_msg=k)
+            else:
+                np.testing.assert_array_equal(v, f[k], err_msg=k)

@@ -300,3 +300,26 @@ def test_claim_verdicts_follow_documented_rules():
     assert v["Token-centred focus"] == "partly"
     assert v["Layer evolution"] == "partly"  # only the final-layer sentence check holds
     assert v["Norms vs weights"] == "partly"  # norm < weight in 4 of 6 heads
+
+
+def test_merge_of_shards_equals_the_whole_and_refuses_other_settings():
+    rng = np.random.default_rng(3)
+    g, c = 4, 7
+    z = rng.normal(size=(g, 12, c, 4)).astype(np.float32)
+    attn = rng.dirichlet(np.ones(c), size=(g, 12, c)).astype(np.float32)
+    ids = rng.integers(0, 10, (g, c))
+    sent = np.repeat(np.arange(2), [3, 4])[None].repeat(g, 0)
+    whole = StudyAccumulator(3, 4, 16, 10, top_fraction=0.2)
+    whole.add_pairs(z, attn, ids, sent, np.arange(g), window_len=c + 2)
+    parts = [StudyAccumulator(**whole.settings()) for _ in range(2)]
+    parts[0].add_pairs(z[:1], attn[:1], ids[:1], sent[:1], np.arange(1), window_len=c + 2)
+    parts[1].add_pairs(z[1:], attn[1:], ids[1:], sent[1:], np.arange(1, g), window_len=c + 2)
+    merged = StudyAccumulator(**whole.settings()).merge(parts[0]).merge(parts[1])
+    for k, v in whole.arrays.items():
+        if v.dtype.kind == "f":
+            np.testing.assert_allclose(merged[k], v, rtol=1e-12, err_msg=k)
+        else:
+            np.testing.assert_array_equal(merged[k], v, err_msg=k)
+    assert int(merged["windows"]) == g and merged["pairs_all"].sum() == g * c * (c - 1) // 2
+    with pytest.raises(HeadsegError, match="different top_fraction"):
+        merged.merge(StudyAccumulator(3, 4, 16, 10, top_fraction=0.1))

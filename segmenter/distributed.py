@@ -1,0 +1,244 @@
+"""Segmentation and the study on a Ray cluster (the ``ray`` extra).
+
+Segmentation: ``ray.data`` reads the JSONL or Parquet corpus in blocks, and
+``map_batches`` sends batches of documents to a pool of actors, each holding
+one :class:`~headseg.segmenter.api.Segmenter` built once from the model *path*
+and the profile *path* (weights never travel through Ray: every worker loads
+them from the installed package, the Hugging Face cache or a shared folder, and
+picks up the ONNX artifact from its own cache when the serving backend is
+ONNX).  A CPU actor runs with one intra-op thread, so ``N`` workers use ``N``
+cores without oversubscription.  Records come back to the driver in input order
+and are written by the same writers as the local engine, so the output equals
+the local engine's record for record.
+
+The study: the planned batches of windows are cut into contiguous shards; each
+shard is one Ray task that returns the fixed-size accumulator of its windows,
+and the driver merges them (:meth:`StudyAccumulator.merge`) into the same report
+as a single-process run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from typing import Any
+
+from headseg.analysis.errors import HeadsegError, InputError, first_line
+
+#: the columns of a segment record, in output order
+RECORD_COLUMNS = ("document", "index", "start", "end", "score", "text", "token_count")
+
+
+def _init_ray(address: str | None, num_cpus: int | None = None):
+    import ray
+
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address:
+            kwargs["address"] = address
+        elif num_cpus:
+            kwargs["num_cpus"] = num_cpus
+        try:
+            ray.init(**kwargs)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise InputError(f"cannot start or reach Ray{' at ' + address if address else ''}: {exc}") from None
+    return ray
+
+
+class SegmentActor:
+    """One Ray actor: one Segmenter, loaded once, segmenting batches of documents into record rows."""
+
+    def __init__(self, model: str | None, profile: str | None, backend: str, device: str | None, batch_size: int,
+                 unit_mode: str, options: dict, text_field: str, id_field: str, threads: int | None):
+        if threads and backend == "torch":
+            import torch
+
+            # the actor owns its process: one intra-op thread per CPU worker
+            torch.set_num_threads(int(threads))
+        from headseg.segmenter.api import Segmenter
+
+        self.segmenter = Segmenter(model=model, profile=profile, backend=backend, device=device,
+                                   batch_size=batch_size, unit_mode=unit_mode, threads=threads, quiet=True)
+        self.options = options
+        self.text_field, self.id_field = text_field, id_field
+
+    def __call__(self, batch: dict) -> dict:
+        from headseg.segmenter.api import DocumentError
+
+        texts = list(batch[self.text_field])
+        ids = list(batch[self.id_field]) if self.id_field in batch else [None] * len(texts)
+        items = []
+        for doc_id, text in zip(ids, texts):
+            doc_id = None if doc_id is None else str(doc_id)
+            if doc_id is None:
+                items.append((None, InputError(f"the ray engine needs an id field '{self.id_field}' in every record")))
+            elif not isinstance(text, str):
+                what = "missing" if text is None else f"a {type(text).__name__}, not a string"
+                items.append((doc_id, InputError(f"field '{self.text_field}' is {what}")))
+            else:
+                items.append((doc_id, text))
+        cols: dict[str, list] = {k: [] for k in (*RECORD_COLUMNS, "error")}
+        results = self.segmenter.iter_segment([t for _, t in items], batch_docs=max(len(items), 1),
+                                              errors="yield", **self.options)
+        for (doc_id, _), res in zip(items, results):
+            if isinstance(res, DocumentError):
+                for k, v in zip(cols, (doc_id or "?", -1, -1, -1, 0.0, "", None, res.reason)):
+                    cols[k].append(v)
+                continue
+            for rec in res.to_records(doc_id):
+                for k in RECORD_COLUMNS:
+                    cols[k].append(rec[k])
+                cols["error"].append(None)
+        from headseg.cli.segment import release_memory
+
+        release_memory()  # the actor owns its process, as the command line does
+        return cols
+
+
+def segment_corpus_ray(args, sources, failed: int = 0) -> int:
+    """``headseg segment --engine ray``: returns the exit code (1 if any document failed)."""
+    from headseg.cli.segment import ParquetSink, StreamSink
+
+    kinds = {s.kind for s in sources}
+    if not sources:
+        raise InputError("no input corpus")
+    if any(s.path == "-" for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
+        raise InputError("--engine ray reads JSONL or Parquet corpora (all inputs of one kind), not text files or stdin")
+    ray = _init_ray(args.address)
+    import ray.data
+
+    import logging
+
+    # the command line owns this process: Ray Data's progress log is noise on stderr
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = not args.quiet
+    paths = [s.path if "://" in s.path else os.path.abspath(s.path) for s in sources]
+    # Reading is light; with 0 CPUs reserved it never waits behind the actors,
+    # which hold one CPU each (N workers on N cores would otherwise deadlock).
+    if kinds == {"parquet"}:
+        ds = ray.data.read_parquet(paths, num_cpus=0)
+    else:
+        ds = ray.data.read_json(paths, lines=True, num_cpus=0)
+    workers = args.workers or 1
+    gpus = args.gpus_per_worker or 0
+    options = dict(level=args.level, segments=args.segments, min_chars=args.min_chars, max_chars=args.max_chars,
+                   max_tokens=args.max_tokens, penalty=args.penalty)
+    model = None if args.model is None else os.path.abspath(args.model) if os.path.isdir(args.model) else args.model
+    profile = None if args.profile is None else os.path.abspath(args.profile)
+    ds = ds.map_batches(
+        SegmentActor,
+        fn_constructor_kwargs=dict(model=model, profile=profile, backend=args.backend,
+                                   device="cuda" if gpus > 0 and args.device == "auto" else args.device,
+                                   batch_size=args.batch_size, unit_mode=args.unit_mode, options=options,
+                                   text_field=args.text_field, id_field=args.id_field,
+                                   threads=None if gpus > 0 else 1),
+        batch_size=args.docs_per_batch,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=1,
+        num_gpus=gpus,
+    )
+    sink: Any = ParquetSink(args.out) if args.format == "parquet" else StreamSink("jsonl", False, args.out, direct=True)
+    ok = False
+    try:
+        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            rows = batch.to_pylist()
+            good = []
+            for r in rows:
+                if r["error"] is not None:
+                    print(f"headseg: error: {r['document']}: {r['error']}", file=sys.stderr)
+                    failed += 1
+                else:
+                    good.append({k: r[k] for k in RECORD_COLUMNS})
+            _write_rows(sink, good)
+        ok = True
+    except Exception as exc:  # noqa: BLE001 - Ray wraps worker errors; report one line
+        if isinstance(exc, HeadsegError):
+            raise
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, HeadsegError):
+            raise cause from None
+        raise HeadsegError(f"the ray engine failed: {type(exc).__name__}: {first_line(exc)}") from None
+    finally:
+        sink.close(ok=ok)
+    return 1 if failed else 0
+
+
+def _write_rows(sink, rows: list[dict]) -> None:
+    import json
+
+    if hasattr(sink, "write_records"):
+        sink.write_records(rows)
+    else:
+        sink.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+# ------------------------------------------------------------------ study
+def _study_shard(cfg_fields: dict, model: str | None, lo: int, hi: int, threads: int | None) -> dict:
+    """One shard of the study on a worker: its accumulator's state."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    from headseg.analysis.model import load_model
+    from headseg.analysis.study import Study, StudyConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        # the worker writes nothing: a fresh, never-created out dir passes the driver's checks
+        cfg = StudyConfig(**dict(cfg_fields, out=os.path.join(tmp, "unused"), resume=False, force=False,
+                                 quiet=True, figures=False))
+        study = Study(cfg, load_model(model))
+        return study.accumulate_shard(lo, hi).state()
+
+
+def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges cutting ``n`` batches into ``shards`` contiguous, near-equal shards (none empty)."""
+    shards = max(1, min(shards, n))
+    step, extra = divmod(n, shards)
+    out, lo = [], 0
+    for i in range(shards):
+        hi = lo + step + (1 if i < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def run_study_ray(cfg, model: str | None, loaded=None, shards: int | None = None, address: str | None = None,
+                  num_cpus: int | None = None, threads: int | None = 1) -> dict:
+    """The study with its batches sharded over Ray tasks, merged on the driver; returns the report.
+
+    ``model`` is what each worker loads (a path, a cached hub id, or None for the
+    embedded model); ``loaded`` the driver's copy (loaded from ``model`` if None).
+    """
+    from headseg.analysis.model import load_model
+    from headseg.analysis.study import Study
+    from headseg.analysis.study.stats import StudyAccumulator
+
+    if cfg.resume:
+        raise InputError("--resume is for a single-process study; a Ray study reruns its shards")
+    study = Study(cfg, loaded if loaded is not None else load_model(model))
+    ray = _init_ray(address, num_cpus)
+    if shards is None:
+        shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if shards < 1:
+        raise InputError("--workers must be at least 1")
+    model_ref = os.path.abspath(model) if model is not None and os.path.isdir(model) else model
+    fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    fields["corpus"] = [os.path.abspath(p) for p in cfg.corpus]
+    remote = ray.remote(num_cpus=1)(_study_shard)
+    ranges = shard_ranges(len(study.batches), shards)
+    t0 = time.monotonic()
+    refs = [remote.remote(fields, model_ref, lo, hi, threads) for lo, hi in ranges]
+    merged = StudyAccumulator(**study.acc.settings())
+    for state in ray.get(refs):
+        part = StudyAccumulator(**study.acc.settings())
+        part.load_state(state)
+        merged.merge(part)
+    study.acc = merged
+    return study.finish(0, len(study.batches), time.monotonic() - t0, f"ray ({len(ranges)} shards)",
+                        shards=len(ranges))
