@@ -34,12 +34,16 @@ DEFAULT_CORPUS = sorted(glob.glob("/work/shared/data/corpus/manifesto_*.txt"))
 FULL = 20_000
 
 
-def run_once(corpus: list[str], samples: int, out: Path, pythonpath: str | None, batch_size: int) -> dict:
+def run_once(corpus: list[str], samples: int, out: Path, pythonpath: str | None, batch_size: int,
+             threads: int | None = None) -> dict:
     cmd = [sys.executable, "-m", "headseg", "study", *corpus, "--out", str(out), "--samples", str(samples),
            "--seq-len", "128", "--batch-size", str(batch_size), "--no-figures", "--quiet", "--force"]
     env = dict(os.environ)
     if pythonpath:
         env["PYTHONPATH"] = pythonpath
+    if threads:
+        # torch reads it at start-up: the study's intra-op threads
+        env["OMP_NUM_THREADS"] = str(threads)
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as err:
@@ -98,6 +102,9 @@ def main() -> None:
     ap.add_argument("--baseline", default=None, metavar="SRC", help="source tree of the code to compare against")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch threads of the study (OMP_NUM_THREADS); 1 measures the work without "
+                         "thread contention on a shared machine")
     args = ap.parse_args()
     runs = [("this tree", None)] + ([("baseline", args.baseline)] if args.baseline else [])
     rows = []
@@ -105,11 +112,11 @@ def main() -> None:
         for r in range(args.repeat):
             for name, src in runs:
                 out = Path(tmp) / f"{name.replace(' ', '_')}"
-                res = run_once(args.corpus, args.samples, out, src, args.batch_size)
+                res = run_once(args.corpus, args.samples, out, src, args.batch_size, args.threads)
                 rows.append((name, res))
                 print(f"# {name} run {r + 1}: {res['per_window_s']:.4f} s/window", file=sys.stderr)
         print(f"study of {args.samples} windows x 128 tokens, embedded MiniLM, {os.cpu_count()} CPUs, "
-              f"corpus {len(args.corpus)} file(s)")
+              f"corpus {len(args.corpus)} file(s), torch threads: {args.threads or 'default'}")
         print()
         print("| code | windows | loop s | s/window | fixed s | 20,000 windows (extrapolated) | loop CPU s "
               "| 20,000 windows at loop CPU s / cores | peak RSS MB | load before/after |")
