@@ -112,25 +112,8 @@ def read_text(
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so a crash never leaves half a file."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # mkstemp creates 0600; give the file the mode a plain open() would have
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with _atomic_file(Path(path), binary=True) as fh:
+        fh.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -296,7 +279,13 @@ def open_output(out: str | os.PathLike | None, binary: bool = False):
         yield stream
         stream.flush()
         return
-    p = Path(out)
+    with _atomic_file(Path(out), binary=binary) as fh:
+        yield fh
+
+
+@contextlib.contextmanager
+def _atomic_file(p: Path, binary: bool):
+    """Write through a temporary file beside ``p``, renamed over it only if the block succeeds."""
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
     try:
@@ -304,6 +293,7 @@ def open_output(out: str | os.PathLike | None, binary: bool = False):
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; give the file the mode a plain open() would have
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)

@@ -23,7 +23,7 @@ from headseg.analysis.errors import (
 )
 from headseg.analysis.model import load_model
 from headseg.analysis.segments import Segment, Segmentation
-from headseg.segmenter.api import Segmenter
+from headseg.segmenter.api import DocumentError, Segmenter
 
 
 
@@ -42,6 +42,7 @@ def __getattr__(name: str):
 __all__ = [
     "ArtifactError",
     "DeviceError",
+    "DocumentError",
     "HeadsegError",
     "InputError",
     "ModelError",
