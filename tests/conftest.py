@@ -79,6 +79,18 @@ def tiny_roberta(tokenizer):
     return _tiny("roberta", tokenizer)
 
 
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tiny_bert, tmp_path_factory):
+    """The tiny BERT saved as a model directory (weights + tokenizer.json), for subprocesses and --model PATH.
+
+    Shared by the whole session: tests copy it before changing anything in it.
+    """
+    d = tmp_path_factory.mktemp("tiny-bert-dir")
+    tiny_bert.model.save_pretrained(d)
+    tiny_bert.tokenizer.save(d)
+    return d
+
+
 @pytest.fixture
 def sample_text():
     return SAMPLE

@@ -12,11 +12,8 @@ from headseg.cli import main
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory, tiny_bert):
-    d = tmp_path_factory.mktemp("tiny")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return d
+def saved(tiny_bert_dir):
+    return tiny_bert_dir
 
 
 def _copy(saved, dst, tokenizer=True, edit=None):

@@ -17,11 +17,8 @@ TEXT = ("The committee met on Monday. It approved the budget, after a long debat
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_bert, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny-bert")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return d
+def model_dir(tiny_bert_dir):
+    return tiny_bert_dir
 
 
 @pytest.mark.parametrize("options", [[], ["--max-tokens", "9"], ["--level", "unit"], ["--segments", "2"]])

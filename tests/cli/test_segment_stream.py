@@ -27,12 +27,8 @@ def doc_text(i: int) -> str:
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_bert):
-    """The tiny model saved with its tokenizer, so that a subprocess loads it in a moment."""
-    d = tmp_path_factory.mktemp("tiny_model")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return str(d)
+def model_dir(tiny_bert_dir):
+    return str(tiny_bert_dir)
 
 
 @pytest.fixture(scope="module")

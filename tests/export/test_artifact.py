@@ -154,11 +154,8 @@ def test_make_backend_cache(tiny_bert, monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tiny_bert, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tinymodel")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return d
+def model_dir(tiny_bert_dir):
+    return tiny_bert_dir
 
 
 def test_cli_export_out_and_use(tiny_bert, model_dir, tmp_path, capsys):

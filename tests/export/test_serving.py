@@ -41,11 +41,8 @@ def served():
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tiny_bert, tmp_path_factory):
-    d = tmp_path_factory.mktemp("tinymodel")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return d
+def tiny_dir(tiny_bert_dir):
+    return tiny_bert_dir
 
 
 @pytest.mark.slow

@@ -28,11 +28,8 @@ def local_ray():
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_bert):
-    d = tmp_path_factory.mktemp("tiny_model")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return str(d)
+def model_dir(tiny_bert_dir):
+    return str(tiny_bert_dir)
 
 
 def test_shard_ranges_cover_every_batch_once():

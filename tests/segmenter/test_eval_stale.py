@@ -28,11 +28,8 @@ class Counting(HeadsegMethod):
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory, tiny_bert):
-    d = tmp_path_factory.mktemp("tiny-model")
-    tiny_bert.model.save_pretrained(d)
-    tiny_bert.tokenizer.save(d)
-    return d
+def model_dir(tiny_bert_dir):
+    return tiny_bert_dir
 
 
 def _profile(path, info, heads, topic):
