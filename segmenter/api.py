@@ -17,7 +17,7 @@ global optimum, not from local depth scores.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from headseg.analysis.profile import HeadProfile, default_profile_path
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
-from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
+from .search import SegmentCost, boundary_strength, partition_k, partition_penalised, penalty_path
 from .units import UnitParams, find_units
 
 LEVELS = ("topic", "unit")
@@ -49,6 +49,30 @@ class TopicParams:
     #: subtract the document mean before comparing units (removes the shared
     #: "this is English prose" direction that makes every cosine positive)
     center: bool = True
+    noise: str = "mean"
+    log_n: str = "n"
+    log_cap: int = 64
+    length_penalty: str = "none"
+    offset: float = 1.0
+    slope: float = 0.0
+    fit_rounds: int = 3
+    rule: str = "fixed"
+    base: float = 1.0
+    max_lag: int = 100
+    baseline: bool = True
+    window: int = 50
+    drop_pcs: int = 0
+    smooth: float = 0.0
+    log_len: float = 0.0
+    tail: bool = False
+    floor: float = 0.0
+    by_length: bool = False
+    tail_lag: int = 200
+    weight_tokens: float = 0.0
+    whiten: float = 0.0
+    jump_lo: float = 0.3
+    jump_hi: float = 6.0
+    jump_steps: int = 30
 
 
 def fallback_profile(loaded: LoadedModel) -> HeadProfile:
@@ -171,7 +195,8 @@ class Segmenter:
 
     def __init__(self, model=None, profile=None, backend="auto", device: str | None = None,
                  batch_size: int = 64, max_tokens: int = 128, params: TopicParams | None = None,
-                 unit_params: UnitParams | None = None, unit_mode: str = "auto"):
+                 unit_params: UnitParams | None = None, unit_mode: str = "auto",
+                 sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None):
         self.loaded = model if isinstance(model, LoadedModel) else load_model(model)
         self.profile = resolve_profile(self.loaded, profile)
         self.backend = make_backend(self.loaded, self.profile, backend=backend, device=device)
@@ -182,6 +207,7 @@ class Segmenter:
         if unit_mode not in ("auto", "rules", "heads"):
             raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
         self.unit_mode = unit_mode
+        self.sentence_splitter = _check_splitter(sentence_splitter)
         if self.batch_size < 1:
             raise HeadsegError("batch_size must be at least 1")
         if not 8 <= self.max_tokens <= self.loaded.info.max_positions:
@@ -195,9 +221,15 @@ class Segmenter:
             *self.profile.topic_selection(info.num_layers, info.num_heads))
 
     # ------------------------------------------------------------------ units
-    def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None) -> list[tuple[int, int]]:
-        """Sentence-like unit spans tiling ``text`` (see :func:`segmenter.units.find_units`)."""
-        return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode)
+    def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None,
+              sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None) -> list[tuple[int, int]]:
+        """Sentence-like unit spans tiling ``text`` (see :func:`segmenter.units.find_units`).
+
+        ``sentence_splitter`` overrides the one given to the constructor.
+        """
+        splitter = self.sentence_splitter if sentence_splitter is None else _check_splitter(sentence_splitter)
+        return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode,
+                          sentence_splitter=splitter)
 
     # --------------------------------------------------------------- vectors
     def capture(self, windows: Sequence[Window], heads=None) -> HeadActivations:
@@ -237,7 +269,8 @@ class Segmenter:
     # ---------------------------------------------------------------- topics
     def segment(self, text: str, level: str = "topic", segments: int | None = None,
                 min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                penalty: float | None = None, progress=None) -> Segmentation:
+                penalty: float | None = None, progress=None,
+                sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None) -> Segmentation:
         """Segment ``text``.
 
         ``level="unit"``: sentence-like units.  ``level="topic"`` (default): coherent
@@ -246,14 +279,19 @@ class Segmenter:
         (a unit larger than the limit is itself split); ``min_chars`` is honoured
         whenever the limits allow it.  The invariant
         ``"".join(s.text for s in result) == text`` always holds.
+        ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
+        spaCy...) used for the units instead of the sentence rules (default: the
+        constructor's); its spans must be in order and leave only whitespace out.
         """
         return self.segment_many([text], level=level, segments=segments, min_chars=min_chars,
                                  max_chars=max_chars, max_tokens=max_tokens, penalty=penalty,
-                                 progress=progress)[0]
+                                 progress=progress, sentence_splitter=sentence_splitter)[0]
 
     def segment_many(self, texts: Sequence[str], level: str = "topic", segments: int | None = None,
                      min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                     penalty: float | None = None, progress=None) -> list[Segmentation]:
+                     penalty: float | None = None, progress=None,
+                     sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None
+                     ) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
         if level not in LEVELS:
             raise HeadsegError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
@@ -265,6 +303,7 @@ class Segmenter:
             raise HeadsegError("min_chars is larger than max_chars")
         if penalty is not None and not penalty >= 0:
             raise HeadsegError("penalty must be non-negative")
+        splitter = self.sentence_splitter if sentence_splitter is None else _check_splitter(sentence_splitter)
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
         for i, text in enumerate(texts):
@@ -275,7 +314,8 @@ class Segmenter:
                 results[i] = Segmentation(text=text, segments=segs, level=level, meta={"units": len(segs)})
                 continue
             doc = tokenize(text, self.loaded.tokenizer)
-            units = _split_oversized(text, doc, self.units(text, doc=doc), max_chars, max_tokens)
+            units = _split_oversized(text, doc, self.units(text, doc=doc, sentence_splitter=splitter),
+                                     max_chars, max_tokens)
             if level == "unit":
                 results[i] = Segmentation.from_boundaries(text, [a for a, _ in units[1:]],
                                                           [1.0] * (len(units) - 1), level="unit",
@@ -297,11 +337,6 @@ class Segmenter:
         n = len(units)
         if n == 1:
             return [], []
-        p = self.params
-        if p.center:
-            x = x - x.mean(axis=0, keepdims=True)
-            norms = np.linalg.norm(x, axis=1, keepdims=True)
-            x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
         sizes, limit, lower = None, None, None
         if max_chars is not None or max_tokens is not None or min_chars is not None:
             # Limits are enforced on characters or tokens; with both, the tighter one wins
@@ -316,22 +351,199 @@ class Segmenter:
             lower = None if min_chars is None else float(min_chars)
             if max_tokens is not None and max_chars is not None:
                 sizes = np.stack([chars, toks], axis=1)
-        cost = _make_cost(x, sizes, limit, lower, p.max_units, max_tokens if max_chars is not None else None)
-        if segments is not None:
-            k = min(segments, n)
-            cuts = partition_k(cost, k)
-        else:
-            beta = (p.penalty if penalty is None else penalty) * local_noise(x) * np.log(n)
-            cuts = partition_penalised(cost, beta)
+        x = prepare_vectors(x, self.params)
+        cost = _make_cost(x, sizes, limit, lower, self.params.max_units,
+                          max_tokens if max_chars is not None else None)
+        cuts = search_cuts(cost, x, self.params, segments=segments, penalty=penalty)
         return cuts, boundary_strength(cost, cuts)
 
 
-def local_noise(x: np.ndarray) -> float:
+def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
+    """The unit vectors the topic search compares: centred on the document mean and renormalised."""
+    if params.center:
+        x = x - x.mean(axis=0, keepdims=True)
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
+    if params.smooth:
+        y = x.copy()
+        y[1:] += params.smooth * x[:-1]
+        y[:-1] += params.smooth * x[1:]
+        norms = np.linalg.norm(y, axis=1, keepdims=True)
+        x = np.where(norms > 0, y / np.maximum(norms, 1e-12), 0.0)
+    if params.drop_pcs or params.whiten:
+        u, sv, vt = np.linalg.svd(x, full_matrices=False)
+        scale = np.ones_like(sv)
+        if params.whiten:
+            scale = (sv.mean() / np.maximum(sv, 1e-9)) ** params.whiten
+        scale[: params.drop_pcs] = 0.0
+        x = (u * (sv * scale)) @ vt
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
+    return x
+
+
+def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
+                penalty: float | None = None) -> list[int]:
+    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum."""
+    n = cost.n
+    if segments is not None:
+        return partition_k(cost, min(segments, n))
+    c = params.penalty if penalty is None else penalty
+    if params.log_n == "n":
+        scale = np.log(n)
+    elif params.log_n == "cap":
+        scale = np.log(min(n, params.log_cap))
+    else:
+        scale = 1.0
+    if params.rule == "local":
+        lp = None
+        if params.log_len:
+            lp = params.log_len * local_noise(x) * np.log(np.maximum(np.arange(n + 1), 1))
+        beta = local_penalty(x, params, c)
+        if params.floor:
+            beta = np.maximum(beta, params.floor * local_noise(x))
+        if params.tail:
+            beta = beta + c * 2.0 * long_range_tail(x, params.tail_lag)
+        return partition_penalised(cost, beta, lp)
+    if params.rule == "tail":
+        s2 = local_noise(x, "mean")
+        acf = autocorrelation(x, params.max_lag)
+        half = max(len(acf) // 2, 1)
+        floor = float(acf[half:].mean()) if len(acf) > half else 0.0
+        S = float((acf[:half] - floor).sum())
+        return partition_penalised(cost, params.base * s2 + c * 2.0 * max(S, 0.0))
+    if params.rule == "gain":
+        s2 = local_noise(x, "mean")
+        acf = autocorrelation(x, params.max_lag)
+        if params.baseline:
+            # relative to the average pair: centring on a short document's mean pushes every
+            # cosine down by about 1/(n - 1), which a long document does not feel
+            tot = x.sum(axis=0)
+            acf = acf - (float(tot @ tot) - float(np.einsum("ij,ij->", x, x))) / (n * (n - 1))
+        stop = np.flatnonzero(acf <= 0)
+        S = float(acf[: stop[0] if stop.size else len(acf)].sum())
+        return partition_penalised(cost, params.base * s2 + c * 2.0 * S)
+    if params.rule == "jump":
+        s2 = local_noise(x, "mean")
+        grid = np.geomspace(params.jump_lo, params.jump_hi, params.jump_steps)
+        path = penalty_path(cost, grid * s2)
+        ks = np.asarray([len(p) + 1 for p in path])
+        drops = ks[:-1] - ks[1:]
+        j = int(np.argmax(drops))
+        beta_min = np.sqrt(grid[j] * grid[j + 1])
+        return partition_penalised(cost, c * beta_min * s2)
+    if params.noise == "fit":
+        # Noise from the fitted segmentation's own residual (boundaries do not inflate it):
+        # start from the adjacent-difference estimate, then re-estimate from the residual.
+        s2 = local_noise(x, "mean")
+        cuts = partition_penalised(cost, c * s2 * scale)
+        for _ in range(params.fit_rounds):
+            edges = [0, *cuts, n]
+            resid = sum(cost.cost(a, b) for a, b in zip(edges, edges[1:]))
+            s2 = resid / max(n - len(edges) + 1, 1)
+            new = partition_penalised(cost, c * s2 * scale)
+            if new == cuts:
+                break
+            cuts = new
+        return cuts
+    beta = c * local_noise(x, params.noise) * scale
+    return partition_penalised(cost, beta)
+
+
+def autocorrelation(x: np.ndarray, max_lag: int, max_rows: int = 4096) -> np.ndarray:
+    """Mean cosine ``[L]`` between unit vectors ``l = 1..L`` apart (rows of ``x`` are unit or zero vectors)."""
+    n = len(x)
+    lags = min(max_lag, n - 1)
+    out = np.zeros(max(lags, 0))
+    for l in range(1, lags + 1):
+        a, b = x[:-l], x[l:]
+        if len(a) > max_rows:
+            idx = np.linspace(0, len(a) - 1, max_rows).astype(np.int64)
+            a, b = a[idx], b[idx]
+        out[l - 1] = float(np.einsum("ij,ij->i", a, b).mean())
+    return out
+
+
+def local_penalty(x: np.ndarray, params: TopicParams, c: float) -> np.ndarray:
+    """Penalty of a segment by its start ``[n + 1]``, from the unit vectors within ``params.window`` of it."""
+    n, w = len(x), params.window
+    lags = min(params.max_lag, n - 1)
+    lo = np.clip(np.arange(n + 1) - w, 0, n)
+    hi = np.clip(np.arange(n + 1) + w, 0, n)
+    # adjacent squared distances -> local noise
+    d = x[1:] - x[:-1]
+    sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
+    cnt = np.maximum(np.minimum(hi, n - 1) - lo, 1)
+    s2 = (sq[np.minimum(hi, n - 1)] - sq[np.minimum(lo, n - 1)]) / cnt / 2.0
+    # cosines l apart, pairs starting in the window
+    prods = np.zeros((n, lags))
+    for l in range(1, lags + 1):
+        prods[: n - l, l - 1] = np.einsum("ij,ij->i", x[:-l], x[l:])
+    cp = np.vstack([np.zeros((1, lags)), np.cumsum(prods, axis=0)])
+    npairs = np.maximum(np.minimum(hi[:, None], n - np.arange(1, lags + 1)[None, :]) - lo[:, None], 0)
+    acf = (cp[np.minimum(hi[:, None], n - np.arange(1, lags + 1)[None, :]).clip(0), np.arange(lags)[None, :]]
+           - cp[lo[:, None], np.arange(lags)[None, :]]) / np.maximum(npairs, 1)
+    acf = np.where(npairs > 0, acf, 0.0)
+    if params.baseline:
+        cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+        tot = cx[hi] - cx[lo]
+        m = (hi - lo).astype(np.float64)
+        sumsq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
+        self_ = sumsq[hi] - sumsq[lo]
+        base = (np.einsum("ij,ij->i", tot, tot) - self_) / np.maximum(m * (m - 1), 1)
+        acf = acf - base[:, None]
+    keep = np.cumprod(acf > 0, axis=1)
+    S = (acf * keep).sum(axis=1)
+    if params.by_length:
+        R = np.where(acf[:, 0] > 0, S / np.maximum(acf[:, 0], 1e-9), 0.0)
+        return s2 * (params.base + c * R)
+    return s2 * params.base + c * 2.0 * S
+
+
+def long_range_tail(x: np.ndarray, max_lag: int) -> float:
+    """Correlation that outlasts the short-range decay: Σ over lags past the first non-positive one
+    of (cosine − the level at the longest lags), up to half the longest lag."""
+    acf = autocorrelation(x, max_lag)
+    if len(acf) < 8:
+        return 0.0
+    half = len(acf) // 2
+    floor = float(acf[half:].mean())
+    rel = acf[:half] - floor
+    stop = np.flatnonzero(rel <= 0)
+    start = int(stop[0]) if stop.size else half
+    # past the short-range decay, the tail: keep only what stays above the floor on average
+    return max(float(rel[start:].sum()), 0.0)
+
+
+def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
+               penalty: float | None = None, unit_tokens: np.ndarray | None = None) -> list[int]:
+    """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]`` without size limits."""
+    params = params or TopicParams()
+    if len(x) < 2:
+        return []
+    x = prepare_vectors(np.asarray(x, dtype=np.float64), params)
+    w = None
+    if params.weight_tokens and unit_tokens is not None:
+        w = np.minimum(1.0, np.asarray(unit_tokens, np.float64) / params.weight_tokens)
+        w = w / w.mean()
+    cost = SegmentCost(x, max_units=params.max_units, weights=w)
+    return search_cuts(cost, x, params, segments=segments, penalty=penalty)
+
+
+def _check_splitter(splitter):
+    if splitter is not None and not callable(splitter):
+        raise HeadsegError("sentence_splitter must be a callable text -> [(start, end), ...]")
+    return splitter
+
+
+def local_noise(x: np.ndarray, how: str = "mean") -> float:
     """Half the mean squared distance between adjacent unit vectors ``x [n, D]``."""
     if len(x) < 2:
         return 1.0
     d = x[1:] - x[:-1]
-    return max(float(np.einsum("ij,ij->i", d, d).mean()) / 2.0, 1e-9)
+    sq = np.einsum("ij,ij->i", d, d)
+    v = float(np.median(sq)) if how == "median" else float(sq.mean())
+    return max(v / 2.0, 1e-9)
 
 
 class _TwoLimitCost(SegmentCost):

@@ -30,13 +30,15 @@ class SegmentCost:
     """
 
     def __init__(self, x: np.ndarray, sizes: np.ndarray | None = None, max_size: float | None = None,
-                 min_size: float | None = None, max_units: int | None = None):
+                 min_size: float | None = None, max_units: int | None = None, weights: np.ndarray | None = None):
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2:
             raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
         self.n = x.shape[0]
-        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-        self.cq = np.concatenate([[0.0], np.cumsum((x * x).sum(axis=1))])
+        w = np.ones(self.n) if weights is None else np.asarray(weights, dtype=np.float64)
+        self.cw = np.concatenate([[0.0], np.cumsum(w)])
+        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x * w[:, None], axis=0)])
+        self.cq = np.concatenate([[0.0], np.cumsum(w * (x * x).sum(axis=1))])
         s = np.ones(self.n) if sizes is None else np.asarray(sizes, dtype=np.float64)
         self.cs = np.concatenate([[0.0], np.cumsum(s)])
         self.max_size = max_size
@@ -54,7 +56,7 @@ class SegmentCost:
             a = a[ok]
         if a.size == 0:
             return a, np.zeros(0)
-        length = (b - a).astype(np.float64)
+        length = np.maximum(self.cw[b] - self.cw[a], 1e-12)
         sx = self.cx[b] - self.cx[a]
         cost = (self.cq[b] - self.cq[a]) - np.einsum("ij,ij->i", sx, sx) / length
         if self.min_size is not None:
@@ -63,12 +65,20 @@ class SegmentCost:
 
     def cost(self, a: int, b: int) -> float:
         sx = self.cx[b] - self.cx[a]
-        return float((self.cq[b] - self.cq[a]) - sx @ sx / (b - a))
+        return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
-def partition_penalised(cost: SegmentCost, penalty: float) -> list[int]:
-    """Start indices of segments 2..m minimising ``Σ cost + penalty·m``."""
+def partition_penalised(cost: SegmentCost, penalty, length_penalty: np.ndarray | None = None) -> list[int]:
+    """Start indices of segments 2..m minimising ``Σ cost + penalty·m``.
+
+    ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
+    segment's start (a penalty that varies along the document).
+    ``length_penalty [n + 1]``: an extra penalty by the segment's length in units.
+    """
     n = cost.n
+    per_length = np.ndim(penalty) > 0
+    if per_length and len(penalty) < n + 1:
+        raise HeadsegError(f"a per-length penalty needs {n + 1} entries, got {len(penalty)}")
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     back = np.zeros(n + 1, dtype=np.int64)
@@ -76,7 +86,9 @@ def partition_penalised(cost: SegmentCost, penalty: float) -> list[int]:
         a, c = cost.costs_ending_at(b)
         if a.size == 0:
             raise HeadsegError("no feasible segmentation under the size limits")
-        total = best[a] + c + penalty
+        total = best[a] + c + (penalty[a] if per_length else penalty)
+        if length_penalty is not None:
+            total = total + length_penalty[b - a]
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]
@@ -133,4 +145,25 @@ def boundary_strength(cost: SegmentCost, cuts: list[int]) -> list[float]:
         merged = cost.cost(a, b)
         split = cost.cost(a, m) + cost.cost(m, b)
         out.append(max(merged - split, 0.0) / (b - a))
+    return out
+
+
+def penalty_path(cost: SegmentCost, penalties) -> list[list[int]]:
+    """:func:`partition_penalised` for several penalties, computing each span cost once."""
+    n = cost.n
+    spans = [cost.costs_ending_at(b) for b in range(1, n + 1)]
+    if any(a.size == 0 for a, _ in spans):
+        raise HeadsegError("no feasible segmentation under the size limits")
+    out = []
+    for penalty in penalties:
+        best = np.full(n + 1, np.inf)
+        best[0] = 0.0
+        back = np.zeros(n + 1, dtype=np.int64)
+        for b in range(1, n + 1):
+            a, c = spans[b - 1]
+            total = best[a] + c
+            i = int(np.argmin(total))
+            best[b] = total[i] + penalty
+            back[b] = a[i]
+        out.append(_trace(back, n))
     return out
