@@ -28,7 +28,7 @@ from headseg.analysis.profile import HeadProfile, default_profile_path
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
-from .search import SegmentCost, boundary_strength, partition_k, partition_penalised, penalty_path
+from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
 from .units import UnitParams, find_units
 
 LEVELS = ("topic", "unit")
@@ -38,41 +38,32 @@ LEVELS = ("topic", "unit")
 class TopicParams:
     """Knobs of the topic search, with the defaults used everywhere (documented in docs/segmenter.md)."""
 
-    #: penalty per new segment is ``penalty · σ² · ln(n)`` (a BIC-style criterion):
-    #: ``σ²`` is the document's own local noise, half the mean squared distance
-    #: between adjacent unit vectors, and ``n`` the number of units.  Scaling by
-    #: the document's noise keeps one setting valid for short noisy dialogue
-    #: turns and long lecture sentences alike (docs/segmenter.md has the sweep).
-    penalty: float = 0.55
+    #: a boundary must save ``σ² · (1 + penalty · R)`` of scatter, where ``σ²`` is the
+    #: local noise (half the mean squared distance between adjacent unit vectors)
+    #: and ``R`` the local correlation length: how many units on, on average,
+    #: similarity to a unit persists (the autocorrelation of the unit vectors,
+    #: summed up to its first non-positive lag, over its first lag).  The best
+    #: split inside a segment, true or not, saves more the longer the segment, so
+    #: the bar rises with the segment length the document itself shows; nothing
+    #: here grows with the document's length (docs/segmenter.md has the sweep).
+    penalty: float = 0.3
+    #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
+    #: turn) must not open a segment of its own
+    floor: float = 1.5
+    #: ``σ²`` and ``R`` are measured on the units within this many units of a
+    #: candidate boundary, so a long document or a concatenation keeps each
+    #: part's own scale
+    window: int = 400
+    #: longest lag of the autocorrelation, in units
+    max_lag: int = 100
+    #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a
+    #: unit of a few tokens has a noisy vector (0 = every unit weighs the same)
+    weight_tokens: float = 16.0
     #: longest segment considered, in units (bounds the search to O(n·max_units))
     max_units: int = 400
     #: subtract the document mean before comparing units (removes the shared
     #: "this is English prose" direction that makes every cosine positive)
     center: bool = True
-    noise: str = "mean"
-    log_n: str = "n"
-    log_cap: int = 64
-    length_penalty: str = "none"
-    offset: float = 1.0
-    slope: float = 0.0
-    fit_rounds: int = 3
-    rule: str = "fixed"
-    base: float = 1.0
-    max_lag: int = 100
-    baseline: bool = True
-    window: int = 50
-    drop_pcs: int = 0
-    smooth: float = 0.0
-    log_len: float = 0.0
-    tail: bool = False
-    floor: float = 0.0
-    by_length: bool = False
-    tail_lag: int = 200
-    weight_tokens: float = 0.0
-    whiten: float = 0.0
-    jump_lo: float = 0.3
-    jump_hi: float = 6.0
-    jump_steps: int = 30
 
 
 def fallback_profile(loaded: LoadedModel) -> HeadProfile:
@@ -352,8 +343,10 @@ class Segmenter:
             if max_tokens is not None and max_chars is not None:
                 sizes = np.stack([chars, toks], axis=1)
         x = prepare_vectors(x, self.params)
+        r = unit_token_ranges(doc, units)
+        weights = unit_weights(r[:, 1] - r[:, 0], self.params)
         cost = _make_cost(x, sizes, limit, lower, self.params.max_units,
-                          max_tokens if max_chars is not None else None)
+                          max_tokens if max_chars is not None else None, weights)
         cuts = search_cuts(cost, x, self.params, segments=segments, penalty=penalty)
         return cuts, boundary_strength(cost, cuts)
 
@@ -364,169 +357,89 @@ def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
         x = x - x.mean(axis=0, keepdims=True)
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
-    if params.smooth:
-        y = x.copy()
-        y[1:] += params.smooth * x[:-1]
-        y[:-1] += params.smooth * x[1:]
-        norms = np.linalg.norm(y, axis=1, keepdims=True)
-        x = np.where(norms > 0, y / np.maximum(norms, 1e-12), 0.0)
-    if params.drop_pcs or params.whiten:
-        u, sv, vt = np.linalg.svd(x, full_matrices=False)
-        scale = np.ones_like(sv)
-        if params.whiten:
-            scale = (sv.mean() / np.maximum(sv, 1e-9)) ** params.whiten
-        scale[: params.drop_pcs] = 0.0
-        x = (u * (sv * scale)) @ vt
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
     return x
+
+
+def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
+    """Weight of each unit in the scatter, ``min(1, tokens / weight_tokens)`` scaled to mean 1 (None: equal)."""
+    if not params.weight_tokens:
+        return None
+    w = np.minimum(1.0, np.maximum(np.asarray(tokens, dtype=np.float64), 1.0) / params.weight_tokens)
+    return w / w.mean()
 
 
 def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
                 penalty: float | None = None) -> list[int]:
     """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum."""
-    n = cost.n
     if segments is not None:
-        return partition_k(cost, min(segments, n))
-    c = params.penalty if penalty is None else penalty
-    if params.log_n == "n":
-        scale = np.log(n)
-    elif params.log_n == "cap":
-        scale = np.log(min(n, params.log_cap))
-    else:
-        scale = 1.0
-    if params.rule == "local":
-        lp = None
-        if params.log_len:
-            lp = params.log_len * local_noise(x) * np.log(np.maximum(np.arange(n + 1), 1))
-        beta = local_penalty(x, params, c)
-        if params.floor:
-            beta = np.maximum(beta, params.floor * local_noise(x))
-        if params.tail:
-            beta = beta + c * 2.0 * long_range_tail(x, params.tail_lag)
-        return partition_penalised(cost, beta, lp)
-    if params.rule == "tail":
-        s2 = local_noise(x, "mean")
-        acf = autocorrelation(x, params.max_lag)
-        half = max(len(acf) // 2, 1)
-        floor = float(acf[half:].mean()) if len(acf) > half else 0.0
-        S = float((acf[:half] - floor).sum())
-        return partition_penalised(cost, params.base * s2 + c * 2.0 * max(S, 0.0))
-    if params.rule == "gain":
-        s2 = local_noise(x, "mean")
-        acf = autocorrelation(x, params.max_lag)
-        if params.baseline:
-            # relative to the average pair: centring on a short document's mean pushes every
-            # cosine down by about 1/(n - 1), which a long document does not feel
-            tot = x.sum(axis=0)
-            acf = acf - (float(tot @ tot) - float(np.einsum("ij,ij->", x, x))) / (n * (n - 1))
-        stop = np.flatnonzero(acf <= 0)
-        S = float(acf[: stop[0] if stop.size else len(acf)].sum())
-        return partition_penalised(cost, params.base * s2 + c * 2.0 * S)
-    if params.rule == "jump":
-        s2 = local_noise(x, "mean")
-        grid = np.geomspace(params.jump_lo, params.jump_hi, params.jump_steps)
-        path = penalty_path(cost, grid * s2)
-        ks = np.asarray([len(p) + 1 for p in path])
-        drops = ks[:-1] - ks[1:]
-        j = int(np.argmax(drops))
-        beta_min = np.sqrt(grid[j] * grid[j + 1])
-        return partition_penalised(cost, c * beta_min * s2)
-    if params.noise == "fit":
-        # Noise from the fitted segmentation's own residual (boundaries do not inflate it):
-        # start from the adjacent-difference estimate, then re-estimate from the residual.
-        s2 = local_noise(x, "mean")
-        cuts = partition_penalised(cost, c * s2 * scale)
-        for _ in range(params.fit_rounds):
-            edges = [0, *cuts, n]
-            resid = sum(cost.cost(a, b) for a, b in zip(edges, edges[1:]))
-            s2 = resid / max(n - len(edges) + 1, 1)
-            new = partition_penalised(cost, c * s2 * scale)
-            if new == cuts:
-                break
-            cuts = new
-        return cuts
-    beta = c * local_noise(x, params.noise) * scale
-    return partition_penalised(cost, beta)
+        return partition_k(cost, min(segments, cost.n))
+    return partition_penalised(cost, boundary_penalty(x, params, params.penalty if penalty is None else penalty))
 
 
-def autocorrelation(x: np.ndarray, max_lag: int, max_rows: int = 4096) -> np.ndarray:
-    """Mean cosine ``[L]`` between unit vectors ``l = 1..L`` apart (rows of ``x`` are unit or zero vectors)."""
+def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
+    """Penalty of a segment by the unit it starts at ``[n + 1]``: ``σ² · max(1 + penalty · R, floor)``.
+
+    ``σ²`` (local noise) and ``R`` (correlation length) are measured on the units
+    within ``params.window`` of the start; see :class:`TopicParams`.
+    """
     n = len(x)
-    lags = min(max_lag, n - 1)
-    out = np.zeros(max(lags, 0))
-    for l in range(1, lags + 1):
-        a, b = x[:-l], x[l:]
-        if len(a) > max_rows:
-            idx = np.linspace(0, len(a) - 1, max_rows).astype(np.int64)
-            a, b = a[idx], b[idx]
-        out[l - 1] = float(np.einsum("ij,ij->i", a, b).mean())
-    return out
+    s2, acf = local_statistics(x, params.window, params.max_lag)
+    # the autocorrelation up to its first non-positive lag, in units of its first lag
+    keep = np.cumprod(acf > 0, axis=1)
+    first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
+    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
+    return s2 * np.maximum(1.0 + penalty * length, params.floor)
 
 
-def local_penalty(x: np.ndarray, params: TopicParams, c: float) -> np.ndarray:
-    """Penalty of a segment by its start ``[n + 1]``, from the unit vectors within ``params.window`` of it."""
-    n, w = len(x), params.window
-    lags = min(params.max_lag, n - 1)
-    lo = np.clip(np.arange(n + 1) - w, 0, n)
-    hi = np.clip(np.arange(n + 1) + w, 0, n)
-    # adjacent squared distances -> local noise
+def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local noise ``[n + 1]`` and autocorrelation ``[n + 1, L]`` around each unit boundary.
+
+    Around boundary ``i`` the window is units ``[i − window, i + window)``.  The
+    noise is half the mean squared distance between adjacent units there; the
+    autocorrelation at lag ``l`` the mean cosine of unit pairs ``l`` apart that
+    start there, minus the mean cosine of all pairs of the window (centring a
+    short document on its mean pushes every cosine down by about ``1/(n − 1)``,
+    which a long one does not feel; relative to the window's own average pair
+    both read the same).  Prefix sums keep this O(n · L · D).
+    """
+    n = len(x)
+    lags = max(min(max_lag, n - 1), 0)
+    pos = np.arange(n + 1)
+    lo = np.clip(pos - window, 0, n)
+    hi = np.clip(pos + window, 0, n)
     d = x[1:] - x[:-1]
     sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
-    cnt = np.maximum(np.minimum(hi, n - 1) - lo, 1)
-    s2 = (sq[np.minimum(hi, n - 1)] - sq[np.minimum(lo, n - 1)]) / cnt / 2.0
-    # cosines l apart, pairs starting in the window
-    prods = np.zeros((n, lags))
+    a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
+    s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
+    s2 = np.maximum(s2, 1e-9)
+    acf = np.zeros((n + 1, lags))
     for l in range(1, lags + 1):
-        prods[: n - l, l - 1] = np.einsum("ij,ij->i", x[:-l], x[l:])
-    cp = np.vstack([np.zeros((1, lags)), np.cumsum(prods, axis=0)])
-    npairs = np.maximum(np.minimum(hi[:, None], n - np.arange(1, lags + 1)[None, :]) - lo[:, None], 0)
-    acf = (cp[np.minimum(hi[:, None], n - np.arange(1, lags + 1)[None, :]).clip(0), np.arange(lags)[None, :]]
-           - cp[lo[:, None], np.arange(lags)[None, :]]) / np.maximum(npairs, 1)
-    acf = np.where(npairs > 0, acf, 0.0)
-    if params.baseline:
-        cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-        tot = cx[hi] - cx[lo]
-        m = (hi - lo).astype(np.float64)
-        sumsq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
-        self_ = sumsq[hi] - sumsq[lo]
-        base = (np.einsum("ij,ij->i", tot, tot) - self_) / np.maximum(m * (m - 1), 1)
-        acf = acf - base[:, None]
-    keep = np.cumprod(acf > 0, axis=1)
-    S = (acf * keep).sum(axis=1)
-    if params.by_length:
-        R = np.where(acf[:, 0] > 0, S / np.maximum(acf[:, 0], 1e-9), 0.0)
-        return s2 * (params.base + c * R)
-    return s2 * params.base + c * 2.0 * S
-
-
-def long_range_tail(x: np.ndarray, max_lag: int) -> float:
-    """Correlation that outlasts the short-range decay: Σ over lags past the first non-positive one
-    of (cosine − the level at the longest lags), up to half the longest lag."""
-    acf = autocorrelation(x, max_lag)
-    if len(acf) < 8:
-        return 0.0
-    half = len(acf) // 2
-    floor = float(acf[half:].mean())
-    rel = acf[:half] - floor
-    stop = np.flatnonzero(rel <= 0)
-    start = int(stop[0]) if stop.size else half
-    # past the short-range decay, the tail: keep only what stays above the floor on average
-    return max(float(rel[start:].sum()), 0.0)
+        # pairs (j, j + l) with j in [lo, min(hi, n − l))
+        c = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x[:-l], x[l:]))])
+        top = np.minimum(hi, n - l)
+        count = np.maximum(top - lo, 0)
+        acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
+    cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+    tot = cx[hi] - cx[lo]
+    cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
+    m = (hi - lo).astype(np.float64)
+    base = (np.einsum("ij,ij->i", tot, tot) - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
+    return s2, acf - base[:, None]
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
-               penalty: float | None = None, unit_tokens: np.ndarray | None = None) -> list[int]:
-    """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]`` without size limits."""
+               penalty: float | None = None, unit_tokens=None) -> list[int]:
+    """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
+
+    The search :meth:`Segmenter.segment` runs, for vectors computed elsewhere
+    (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights.
+    """
     params = params or TopicParams()
     if len(x) < 2:
         return []
     x = prepare_vectors(np.asarray(x, dtype=np.float64), params)
-    w = None
-    if params.weight_tokens and unit_tokens is not None:
-        w = np.minimum(1.0, np.asarray(unit_tokens, np.float64) / params.weight_tokens)
-        w = w / w.mean()
-    cost = SegmentCost(x, max_units=params.max_units, weights=w)
+    weights = None if unit_tokens is None else unit_weights(unit_tokens, params)
+    cost = SegmentCost(x, max_units=params.max_units, weights=weights)
     return search_cuts(cost, x, params, segments=segments, penalty=penalty)
 
 
@@ -536,21 +449,11 @@ def _check_splitter(splitter):
     return splitter
 
 
-def local_noise(x: np.ndarray, how: str = "mean") -> float:
-    """Half the mean squared distance between adjacent unit vectors ``x [n, D]``."""
-    if len(x) < 2:
-        return 1.0
-    d = x[1:] - x[:-1]
-    sq = np.einsum("ij,ij->i", d, d)
-    v = float(np.median(sq)) if how == "median" else float(sq.mean())
-    return max(v / 2.0, 1e-9)
-
-
 class _TwoLimitCost(SegmentCost):
     """Character limit via the base class, plus a token limit on the side."""
 
-    def __init__(self, x, chars, toks, max_chars, max_toks, min_chars, max_units):
-        super().__init__(x, chars, max_chars, min_chars, max_units)
+    def __init__(self, x, chars, toks, max_chars, max_toks, min_chars, max_units, weights=None):
+        super().__init__(x, chars, max_chars, min_chars, max_units, weights)
         self.ct = np.concatenate([[0.0], np.cumsum(toks)])
         self.max_toks = max_toks
         if toks.size and toks.max() > max_toks:
@@ -571,10 +474,10 @@ def _sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray
     return [tuple(heads[i]) for i in order], (w / w.sum())[order]
 
 
-def _make_cost(x, sizes, limit, lower, max_units, token_limit):
+def _make_cost(x, sizes, limit, lower, max_units, token_limit, weights=None):
     if sizes is not None and sizes.ndim == 2:
-        return _TwoLimitCost(x, sizes[:, 0], sizes[:, 1], limit, float(token_limit), lower, max_units)
-    return SegmentCost(x, sizes, limit, lower, max_units)
+        return _TwoLimitCost(x, sizes[:, 0], sizes[:, 1], limit, float(token_limit), lower, max_units, weights)
+    return SegmentCost(x, sizes, limit, lower, max_units, weights)
 
 
 def _split_oversized(text, doc, units, max_chars, max_tokens):

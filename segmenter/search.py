@@ -1,9 +1,9 @@
 """Boundary search: optimal partitions of a sequence of unit vectors.
 
-Segments are scored by their within-segment scatter ``Σ_i ‖x_i − μ‖²`` (the
-linear-kernel change-point cost).  For unit-norm ``x`` this is
-``n − ‖Σ x_i‖² / n``: minimising it maximises the mean within-segment
-similarity.  Two searches:
+Segments are scored by their within-segment scatter ``Σ_i w_i ‖x_i − μ‖²`` (the
+linear-kernel change-point cost, ``μ`` the weighted mean, weights 1 unless
+given).  For unit-norm ``x`` and unit weights this is ``n − ‖Σ x_i‖² / n``:
+minimising it maximises the mean within-segment similarity.  Two searches:
 
 * :func:`partition_k` — exactly ``k`` segments (dynamic programming);
 * :func:`partition_penalised` — any number of segments, each new segment
@@ -26,7 +26,8 @@ class SegmentCost:
 
     ``x [n, D]`` unit vectors; optional ``sizes [n]`` (characters, tokens) for
     the hard limit ``max_size`` and ``min_size`` (soft: spans below it get a large
-    but finite extra cost, so a short document still has a solution).
+    but finite extra cost, so a short document still has a solution);
+    optional ``weights [n]`` (positive) of the units in the scatter.
     """
 
     def __init__(self, x: np.ndarray, sizes: np.ndarray | None = None, max_size: float | None = None,
@@ -36,6 +37,8 @@ class SegmentCost:
             raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
         self.n = x.shape[0]
         w = np.ones(self.n) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.n,) or not np.all(w > 0):
+            raise HeadsegError(f"unit weights need shape [{self.n}] and positive values")
         self.cw = np.concatenate([[0.0], np.cumsum(w)])
         self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x * w[:, None], axis=0)])
         self.cq = np.concatenate([[0.0], np.cumsum(w * (x * x).sum(axis=1))])
@@ -68,17 +71,16 @@ class SegmentCost:
         return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
-def partition_penalised(cost: SegmentCost, penalty, length_penalty: np.ndarray | None = None) -> list[int]:
+def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray) -> list[int]:
     """Start indices of segments 2..m minimising ``Σ cost + penalty·m``.
 
     ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
     segment's start (a penalty that varies along the document).
-    ``length_penalty [n + 1]``: an extra penalty by the segment's length in units.
     """
     n = cost.n
-    per_length = np.ndim(penalty) > 0
-    if per_length and len(penalty) < n + 1:
-        raise HeadsegError(f"a per-length penalty needs {n + 1} entries, got {len(penalty)}")
+    per_start = np.ndim(penalty) > 0
+    if per_start and len(penalty) < n + 1:
+        raise HeadsegError(f"a per-start penalty needs {n + 1} entries, got {len(penalty)}")
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     back = np.zeros(n + 1, dtype=np.int64)
@@ -86,9 +88,7 @@ def partition_penalised(cost: SegmentCost, penalty, length_penalty: np.ndarray |
         a, c = cost.costs_ending_at(b)
         if a.size == 0:
             raise HeadsegError("no feasible segmentation under the size limits")
-        total = best[a] + c + (penalty[a] if per_length else penalty)
-        if length_penalty is not None:
-            total = total + length_penalty[b - a]
+        total = best[a] + c + (penalty[a] if per_start else penalty)
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]
@@ -147,23 +147,3 @@ def boundary_strength(cost: SegmentCost, cuts: list[int]) -> list[float]:
         out.append(max(merged - split, 0.0) / (b - a))
     return out
 
-
-def penalty_path(cost: SegmentCost, penalties) -> list[list[int]]:
-    """:func:`partition_penalised` for several penalties, computing each span cost once."""
-    n = cost.n
-    spans = [cost.costs_ending_at(b) for b in range(1, n + 1)]
-    if any(a.size == 0 for a, _ in spans):
-        raise HeadsegError("no feasible segmentation under the size limits")
-    out = []
-    for penalty in penalties:
-        best = np.full(n + 1, np.inf)
-        best[0] = 0.0
-        back = np.zeros(n + 1, dtype=np.int64)
-        for b in range(1, n + 1):
-            a, c = spans[b - 1]
-            total = best[a] + c
-            i = int(np.argmin(total))
-            best[b] = total[i] + penalty
-            back[b] = a[i]
-        out.append(_trace(back, n))
-    return out
