@@ -83,6 +83,17 @@ def compose(docs: list, kind: str) -> tuple[list[str], list[int], list[list[int]
     return units, bounds, orders
 
 
+def previous_rule_cuts(x: np.ndarray) -> list[int]:
+    """The rule before issue 12, for comparison: penalty ``0.55 · σ² · ln n`` (σ² over the whole document)."""
+    from headseg.segmenter.api import TopicParams, prepare_vectors
+    from headseg.segmenter.search import SegmentCost, partition_penalised
+
+    x = prepare_vectors(np.asarray(x, dtype=np.float64), TopicParams())
+    d = x[1:] - x[:-1]
+    s2 = max(float(np.einsum("ij,ij->i", d, d).mean()) / 2.0, 1e-9)
+    return partition_penalised(SegmentCost(x, max_units=400), 0.55 * s2 * np.log(len(x)))
+
+
 def load_docs(root: Path, dataset: str, limit: int) -> list[dict]:
     from headseg.segmenter.evaluation.loaders import iter_documents
 
@@ -107,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cache", default=None, help="topic_cache.py folder: search on cached unit vectors")
     ap.add_argument("--kinds", default="concat,recurring")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--previous", action="store_true",
+                    help="with --cache: the rule before issue 12 (0.55 · σ² · ln n), for comparison")
     ap.add_argument("--params", default="", help="TopicParams overrides, NAME=V,NAME=V (default: the shipped ones)")
     args = ap.parse_args(argv)
     from topic_sweep import parse_value
@@ -122,7 +135,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.dataset} has only {len(docs)} documents")
     seg = vectors = None
     if args.cache:
-        from topic_sweep import load_cache
+        from topic_sweep import load_cache, unit_tokens
 
         cached = load_cache(Path(args.cache) / f"{slug(args.dataset)}.npz", args.docs)
         vectors = []
@@ -131,7 +144,9 @@ def main(argv=None) -> int:
                 raise SystemExit(f"{args.cache}: {d['id']} does not match the cache; rebuild it")
             # the segmenter's units may split a reference unit: group its rows by reference unit
             owner = np.searchsorted(c["ref"], c["units"], side="right") - 1
-            vectors.append([(c["x"][owner == i], c["units"][owner == i] - c["ref"][i]) for i in range(d["n"])])
+            toks = unit_tokens(c)
+            vectors.append([(c["x"][owner == i], c["units"][owner == i] - c["ref"][i], toks[owner == i])
+                            for i in range(d["n"])])
     else:
         import torch
 
@@ -141,8 +156,11 @@ def main(argv=None) -> int:
         seg = Segmenter(backend="torch", params=params)
     from headseg.segmenter.api import topic_cuts
 
+    if args.previous and not args.cache:
+        raise SystemExit("--previous needs --cache")
     print(f"{args.dataset}, the first {args.docs} documents; "
-          f"{'cached unit vectors' if args.cache else 'end to end (Segmenter.segment)'}\n")
+          f"{'cached unit vectors' if args.cache else 'end to end (Segmenter.segment)'}"
+          f"{', previous rule (0.55 · σ² · ln n)' if args.previous else ''}\n")
     print("| layout | N docs per composite | composites | units per composite | Pk | segments hyp/ref |")
     print("|---|---:|---:|---:|---:|---:|")
     for kind in args.kinds.split(","):
@@ -154,15 +172,19 @@ def main(argv=None) -> int:
                 units, bounds, orders = compose([docs[i] for i in group], kind)
                 if vectors is not None:
                     starts = np.cumsum([0] + [len(u) + 1 for u in units[:-1]])
-                    rows, offs = [], []
+                    rows, offs, toks = [], [], []
                     pos = 0
                     for i, o in zip(group, orders):
                         for r in o:
-                            xr, dr = vectors[i][r]
+                            xr, dr, tr = vectors[i][r]
                             rows.append(xr)
+                            toks.append(tr)
                             offs.extend(int(starts[pos]) + int(v) for v in dr)
                             pos += 1
-                    cuts = topic_cuts(np.vstack(rows), params)
+                    if args.previous:
+                        cuts = previous_rule_cuts(np.vstack(rows))
+                    else:
+                        cuts = topic_cuts(np.vstack(rows), params, unit_tokens=np.concatenate(toks))
                     chars = [offs[c] for c in cuts]
                 else:
                     text = "\n".join(units)

@@ -34,6 +34,7 @@ from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
 
 def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8) -> int:
     from headseg.analysis.text import tokenize
+    from headseg.segmenter.api import unit_token_ranges
     from headseg.segmenter.evaluation.loaders import iter_documents
 
     docs = list(iter_documents(path, limit=limit))
@@ -46,7 +47,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
             tok = tokenize(d.text, seg.loaded.tokenizer)
             items.append((tok, seg.units(d.text, doc=tok)))
         vectors = seg._vectors_many(items)
-        for d, (_, units), x in zip(chunk, items, vectors):
+        for d, (tok, units), x in zip(chunk, items, vectors):
             i = len(ids)
             ids.append(d.id)
             arrays[f"x{i}"] = x.astype(np.float32)
@@ -54,12 +55,34 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
             arrays[f"r{i}"] = np.asarray(d.starts, np.int64)
             arrays[f"b{i}"] = np.asarray(d.boundaries, np.int64)
             arrays[f"len{i}"] = np.asarray([len(d.text)], np.int64)
+            r = unit_token_ranges(tok, units)
+            arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
         print(f"  {path.name}: {len(ids)}/{len(docs)}", file=sys.stderr, flush=True)
     arrays["ids"] = np.asarray(ids)
     tmp = out.with_suffix(".tmp.npz")
     np.savez_compressed(tmp, **arrays)
     os.replace(tmp, out)
     return len(ids)
+
+
+def add_tokens(tokenizer, path: Path, target: Path) -> None:
+    """Add the unit token counts ``t{i}`` to a cache written before they were stored."""
+    from headseg.analysis.text import tokenize
+    from headseg.segmenter.api import unit_token_ranges
+    from headseg.segmenter.evaluation.loaders import iter_documents
+
+    z = dict(np.load(target, allow_pickle=False))
+    ids = list(z["ids"])
+    for i, d in enumerate(iter_documents(path, limit=len(ids))):
+        if d.id != ids[i]:
+            raise SystemExit(f"{target}: document {i} is {ids[i]}, the data has {d.id}; rebuild the cache")
+        starts = z[f"u{i}"]
+        units = list(zip(starts, np.append(starts[1:], len(d.text))))
+        r = unit_token_ranges(tokenize(d.text, tokenizer), units)
+        z[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
+    tmp = target.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, **z)
+    os.replace(tmp, target)
 
 
 def main(argv=None) -> int:
@@ -70,6 +93,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(REPO / "runs" / "topic_cache"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--add-tokens", action="store_true", help="only add unit token counts to existing caches")
     args = ap.parse_args(argv)
     import torch
 
@@ -81,6 +105,11 @@ def main(argv=None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, rel in select_datasets(args.datasets):
         target = out_dir / f"{slug(name)}.npz"
+        if args.add_tokens:
+            if target.exists():
+                add_tokens(seg.loaded.tokenizer, Path(args.data_root) / rel, target)
+                print(f"{name}: token counts added", file=sys.stderr)
+            continue
         if target.exists() and not args.redo:
             print(f"{name}: cached", file=sys.stderr)
             continue

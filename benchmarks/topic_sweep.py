@@ -35,8 +35,16 @@ def load_cache(path: Path, limit: int | None = None) -> list[dict]:
     docs = []
     for i, d in enumerate(ids[:limit] if limit else ids):
         docs.append({"id": str(d), "x": z[f"x{i}"].astype(np.float64), "units": z[f"u{i}"], "ref": z[f"r{i}"],
-                     "bounds": z[f"b{i}"], "len": int(z[f"len{i}"][0])})
+                     "bounds": z[f"b{i}"], "len": int(z[f"len{i}"][0]),
+                     "tokens": z[f"t{i}"] if f"t{i}" in z.files else None})
     return docs
+
+
+def unit_tokens(doc: dict) -> np.ndarray:
+    """Token counts of the units (characters / 4 for a cache written before they were stored)."""
+    if doc["tokens"] is not None:
+        return doc["tokens"]
+    return (np.append(doc["units"][1:], doc["len"]) - doc["units"]) / 4.0
 
 
 def score(doc: dict, cuts) -> tuple[float, int]:
@@ -56,12 +64,41 @@ def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
     pks, ratio = [], []
     for d in docs:
         k = len(d["bounds"]) + 1 if segments_oracle else None
-        ends = np.append(d["units"][1:], d["len"])
-        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=(ends - d["units"]) / 4.0)
+        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d))
         pk, m = score(d, cuts)
         pks.append(pk)
         ratio.append(m / (len(d["bounds"]) + 1))
     return {"pk": float(np.mean(pks)), "ratio": float(np.mean(ratio)), "n": len(docs)}
+
+
+def gains(docs: list[dict]) -> dict:
+    """Scatter saved by the true boundaries and by the best split inside each true segment, per σ².
+
+    Unweighted scatter of the centred vectors, σ² half the mean squared adjacent
+    distance over the whole document: what a penalty per segment has to separate.
+    """
+    from headseg.segmenter.api import TopicParams, prepare_vectors
+    from headseg.segmenter.search import SegmentCost
+
+    true, spurious, lengths = [], [], []
+    for d in docs:
+        x = prepare_vectors(d["x"], TopicParams())
+        diff = x[1:] - x[:-1]
+        s2 = max(float(np.einsum("ij,ij->i", diff, diff).mean()) / 2.0, 1e-9)
+        # the segmenter's unit that each reference boundary falls on
+        starts = np.searchsorted(d["units"], d["ref"][d["bounds"]], side="left")
+        edges = [0, *[int(v) for v in starts], len(x)]
+        cost = SegmentCost(x)
+        for a, m, b in zip(edges, edges[1:], edges[2:]):
+            if a < m < b:
+                true.append((cost.cost(a, b) - cost.cost(a, m) - cost.cost(m, b)) / s2)
+        for a, b in zip(edges, edges[1:]):
+            if b - a >= 2:
+                spurious.append(max(cost.cost(a, b) - cost.cost(a, t) - cost.cost(t, b) for t in range(a + 1, b)) / s2)
+                lengths.append(b - a)
+    return {"true": f"{np.median(true):.2f} ({np.percentile(true, 10):.2f})",
+            "spurious": f"{np.median(spurious):.2f} ({np.percentile(spurious, 90):.2f})",
+            "length": f"{np.median(lengths):g}"}
 
 
 def parse_value(v: str):
@@ -80,6 +117,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
     ap.add_argument("--oracle", action="store_true", help="also score with the reference number of segments")
+    ap.add_argument("--gains", action="store_true",
+                    help="print what a penalty must separate: savings of true boundaries and of spurious splits")
     args = ap.parse_args(argv)
     from headseg.segmenter.api import TopicParams
 
@@ -91,6 +130,14 @@ def main(argv=None) -> int:
         p = Path(args.cache) / f"{slug(n)}.npz"
         if p.exists():
             data[n] = load_cache(p, args.limit or None)
+    if args.gains:
+        print("| data set | true boundary: median (10th pct) | best split inside a true segment: median (90th pct) "
+              "| segment length (median) |")
+        print("|---|---|---|---|")
+        for n, docs in data.items():
+            g = gains(docs)
+            print(f"| {n} | {g['true']} | {g['spurious']} | {g['length']} |")
+        return 0
     grid_names, grid_values = [], []
     for spec in args.set:
         name, _, values = spec.partition("=")
