@@ -29,6 +29,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
+from headseg.analysis.io import atomic_save_npz  # noqa: E402
+
 from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
 
 
@@ -59,9 +61,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
             arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
         print(f"  {path.name}: {len(ids)}/{len(docs)}", file=sys.stderr, flush=True)
     arrays["ids"] = np.asarray(ids)
-    tmp = out.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, out)
+    atomic_save_npz(out, **arrays)
     return len(ids)
 
 
@@ -80,9 +80,7 @@ def add_tokens(tokenizer, path: Path, target: Path) -> None:
         units = list(zip(starts, np.append(starts[1:], len(d.text))))
         r = unit_token_ranges(tokenize(d.text, tokenizer), units)
         z[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
-    tmp = target.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **z)
-    os.replace(tmp, target)
+    atomic_save_npz(target, **z)
 
 
 def main(argv=None) -> int:
