@@ -10,16 +10,57 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+import regex
 
 from .errors import InputError
 from .tokenizer import as_tokenizer
 
-# A sentence ends at terminal punctuation (optionally followed by closing quotes
-# or brackets) before whitespace, or at a line break.  Deliberately simple and
-# predictable: the study only needs sentence ids as a reference partition, and
-# the segmenter finds its own units from the heads.
-_SENT_END = re.compile(r"""[.!?…]+["'”’)\]]*(?=\s)|\r\n|\n|\r""")
+# A sentence ends at a Unicode sentence terminal (``\p{Sentence_Terminal}``:
+# . ! ? and the Arabic, Devanagari, CJK, Ethiopic... full stops, plus …),
+# optionally followed by closing quotes or brackets, or at a line break.
+# Latin-style terminals need whitespace after them; the terminals of scripts
+# written without spaces between sentences (。！？ in Chinese and Japanese, । in
+# Hindi, ؟ and ۔ in Arabic and Urdu...) end a sentence wherever they stand,
+# except before a digit (a decimal point such as "１．５").  Deliberately simple
+# and predictable; pass ``sentence_splitter=`` to the Segmenter for pysbd or spaCy.
+_TERMINAL = r"[\p{Sentence_Terminal}…]"
+_CLOSER = r"[\p{Pe}\p{Pf}\"']"
+#: terminals that need no whitespace after them: every non-ASCII sentence terminal
+#: except the dot-like ones also written inside numbers and abbreviations
+_UNSPACED = r"[\p{Sentence_Terminal}--[\x00-\x7f\u2024\uFE52\u0589]]"
+_SENT_END = regex.compile(
+    rf"{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{_CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{_CLOSER}*(?=\s)|\r\n|\n|\r",
+    regex.V1,
+)
+# Abbreviations and initials that a full stop does not end a sentence after.
 _ABBREV = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|cf|Fig|No|Jr|Sr|Inc|Ltd|U\.S)\.)$")
+#: the word before a full stop: a dotted abbreviation ("p.m", "z.B") or a number of one or two digits
+#: (a German or Nordic ordinal, "am 3. Mai", or a list number "2. ")
+_DOTTED = re.compile(r"(?:^|\s)(?:\w{1,3}\.)+\w{1,3}\.$")
+_ORDINAL = re.compile(r"(?:^|[\s(])\d{1,2}\.$")
+_FULL_STOP = regex.compile(rf"\.{_CLOSER}*")
+
+
+def _full_stop_continues(text: str, stop_end: int, next_start: int) -> bool:
+    """Whether the ``.`` ending at ``stop_end`` is inside a sentence; ``next_start``: the next word.
+
+    Not after a known abbreviation, an initial or a one- or two-digit number (a
+    German or Nordic ordinal, "am 3. Mai", a list number "2. "; the price: a
+    sentence ending in such a number joins the next one); after another dotted
+    abbreviation only before a capital ("5 p.m. yesterday" stays whole, "at 9
+    a.m. Then" is cut).  A lowercase next word alone is no guard: real
+    sentences start lowercase too (transcripts, the Choi corpus).
+    """
+    nxt = text[next_start:next_start + 1]
+    before = text[max(0, stop_end - 12):stop_end]
+    if _ABBREV.search(before[-7:]):
+        return True
+    if _ORDINAL.search(before):
+        return True
+    if _DOTTED.search(before):
+        # "at 9 a.m. Then": a dotted abbreviation before a capital ends the sentence
+        return not (nxt and nxt.isupper())
+    return False
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -35,11 +76,11 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     cuts = []
     for m in _SENT_END.finditer(text):
         end = m.end()
-        if m.group(0)[0] in ".!?…" and _ABBREV.search(text[max(0, m.start() - 6) : m.end()]):
-            continue
         # Absorb the whitespace that follows, so spans tile the text.
         while end < n and text[end].isspace():
             end += 1
+        if _is_full_stop(m.group(0)) and end > m.end() and _full_stop_continues(text, m.start() + 1, end):
+            continue
         if not cuts or end > cuts[-1]:
             cuts.append(end)
     if not cuts or cuts[-1] != n:
@@ -51,6 +92,49 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             spans.append((start, c))
             start = c
     return spans
+
+
+def _is_full_stop(match: str) -> bool:
+    """A single ASCII full stop (closers allowed): the only terminal that abbreviations and numbers share."""
+    return _FULL_STOP.fullmatch(match) is not None
+
+
+def tile_spans(text: str, spans) -> list[tuple[int, int]]:
+    """Validate sentence spans from an outside splitter and make them tile ``text``.
+
+    ``spans`` must be ``(start, end)`` integer pairs in order, without overlap,
+    inside the text, and everything outside them whitespace (pysbd and spaCy
+    leave the spaces between sentences out).  Whitespace between two spans joins
+    the span before it (at the start, the first span).  Raises
+    :class:`InputError` otherwise.
+    """
+    out: list[list[int]] = []
+    pos = 0
+    try:
+        pairs = [(int(a), int(b)) for a, b in spans]
+    except (TypeError, ValueError):
+        raise InputError("sentence_splitter must return (start, end) pairs of integers") from None
+    for a, b in pairs:
+        if not 0 <= a < b <= len(text):
+            raise InputError(f"sentence_splitter returned span ({a}, {b}) outside the text or empty")
+        if a < pos:
+            raise InputError(f"sentence_splitter returned span ({a}, {b}) overlapping or out of order")
+        if text[pos:a].strip():
+            raise InputError(f"sentence_splitter left text uncovered at {pos}..{a}: {text[pos:a][:30]!r}")
+        if out:
+            out[-1][1] = a
+            out.append([a, b])
+        else:
+            out.append([0, b])
+        pos = b
+    if text[pos:].strip():
+        raise InputError(f"sentence_splitter left text uncovered at {pos}..{len(text)}: {text[pos:][:30]!r}")
+    if not out:
+        if text:
+            return [(0, len(text))]
+        return []
+    out[-1][1] = len(text)
+    return [(a, b) for a, b in out]
 
 
 @dataclass

@@ -84,12 +84,27 @@ class DocumentError:
 class TopicParams:
     """Knobs of the topic search, with the defaults used everywhere (documented in docs/segmenter.md)."""
 
-    #: penalty per new segment is ``penalty · σ² · ln(n)`` (a BIC-style criterion):
-    #: ``σ²`` is the document's own local noise, half the mean squared distance
-    #: between adjacent unit vectors, and ``n`` the number of units.  Scaling by
-    #: the document's noise keeps one setting valid for short noisy dialogue
-    #: turns and long lecture sentences alike (docs/segmenter.md has the sweep).
-    penalty: float = 0.55
+    #: a boundary must save ``σ² · (1 + penalty · R)`` of scatter, where ``σ²`` is the
+    #: local noise (half the mean squared distance between adjacent unit vectors)
+    #: and ``R`` the local correlation length: how many units on, on average,
+    #: similarity to a unit persists (the autocorrelation of the unit vectors,
+    #: summed up to its first non-positive lag, over its first lag).  The best
+    #: split inside a segment, true or not, saves more the longer the segment, so
+    #: the bar rises with the segment length the document itself shows; nothing
+    #: here grows with the document's length (docs/segmenter.md has the sweep).
+    penalty: float = 0.3
+    #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
+    #: turn) must not open a segment of its own
+    floor: float = 1.5
+    #: ``σ²`` and ``R`` are measured on the units within this many units of a
+    #: candidate boundary, so a long document or a concatenation keeps each
+    #: part's own scale
+    window: int = 400
+    #: longest lag of the autocorrelation, in units
+    max_lag: int = 100
+    #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a
+    #: unit of a few tokens has a noisy vector (0 = every unit weighs the same)
+    weight_tokens: float = 16.0
     #: longest segment considered, in units (bounds the search to O(n·max_units))
     max_units: int = 400
     #: subtract the document mean before comparing units (removes the shared
@@ -164,7 +179,8 @@ class Segmenter:
                  backend: str = "auto", device: str | None = None, batch_size: int = 64, max_tokens: int = 128,
                  params: TopicParams | None = None, unit_params: UnitParams | None = None, unit_mode: str = "auto",
                  artifact: "str | os.PathLike | None" = None, precision: str | None = None,
-                 threads: int | None = None, quiet: bool = False):
+                 threads: int | None = None, quiet: bool = False,
+                 sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None):
         """``model``: None (embedded), a local directory, a cached hub id, or a :class:`LoadedModel`.
 
         ``backend``: ``"auto"`` (default) serves from the ONNX artifact of the
@@ -174,6 +190,8 @@ class Segmenter:
         artifact directory (its ``profile.json`` is the default profile).
         ``device``: auto, cpu or cuda; ``precision``: fp32, fp16 or int8 instead
         of the device's default; ``threads``: onnxruntime intra-op threads.
+        ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
+        spaCy...) for the units instead of the sentence rules.
         """
         if not isinstance(backend, str) and not hasattr(backend, "capture"):
             raise HeadsegError(f"backend must be 'auto', 'onnx', 'torch' or a capture backend (got {backend!r})")
@@ -205,6 +223,7 @@ class Segmenter:
         self.params = params or TopicParams()
         self.unit_params = unit_params or UnitParams()
         self.unit_mode = unit_mode
+        self.sentence_splitter = _check_splitter(sentence_splitter)
         if not 8 <= self.max_tokens <= self.loaded.info.max_positions:
             raise HeadsegError(f"max_tokens must be between 8 and {self.loaded.info.max_positions}")
         info = self.loaded.info
@@ -220,9 +239,15 @@ class Segmenter:
                 f"device={getattr(self.backend, 'device', '?')!r}, profile={self.profile.hash()})")
 
     # ------------------------------------------------------------------ units
-    def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None) -> list[tuple[int, int]]:
-        """Sentence-like unit spans tiling ``text`` (see :func:`segmenter.units.find_units`)."""
-        return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode)
+    def units(self, text: str, doc: TokenizedText | None = None, mode: str | None = None,
+              sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None) -> list[tuple[int, int]]:
+        """Sentence-like unit spans tiling ``text`` (see :func:`segmenter.units.find_units`).
+
+        ``sentence_splitter`` overrides the one given to the constructor.
+        """
+        splitter = self.sentence_splitter if sentence_splitter is None else _check_splitter(sentence_splitter)
+        return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode,
+                          sentence_splitter=splitter)
 
     # --------------------------------------------------------------- vectors
     def capture(self, windows: Sequence[Window], heads=None) -> HeadActivations:
@@ -269,7 +294,8 @@ class Segmenter:
     def segment(self, text: str, level: str = "topic", segments: int | None = None,
                 min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
                 penalty: float | None = None, progress=None,
-                token_counter: TokenCounterSpec = None) -> Segmentation:
+                token_counter: TokenCounterSpec = None,
+                sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None) -> Segmentation:
         """Segment ``text``.
 
         ``level="unit"``: sentence-like units.  ``level="topic"`` (default): coherent
@@ -290,10 +316,14 @@ class Segmenter:
         again at its best unit boundary, so in that rare case there can be more
         than ``segments`` segments.  ``Segment.token_count`` is in the counter's
         units, or the model's without one.
+        ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
+        spaCy...) used for the units instead of the sentence rules (default: the
+        constructor's); its spans must be in order and leave only whitespace out.
         """
         return self.segment_many([text], level=level, segments=segments, min_chars=min_chars,
                                  max_chars=max_chars, max_tokens=max_tokens, penalty=penalty,
-                                 progress=progress, token_counter=token_counter)[0]
+                                 progress=progress, token_counter=token_counter,
+                                 sentence_splitter=sentence_splitter)[0]
 
     def __call__(self, text: str, **kwargs) -> Segmentation:
         """Same as :meth:`segment`."""
@@ -302,10 +332,13 @@ class Segmenter:
     def segment_many(self, texts: Sequence[str], level: str = "topic", segments: int | None = None,
                      min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
                      penalty: float | None = None, progress=None,
-                     token_counter: TokenCounterSpec = None) -> list[Segmentation]:
+                     token_counter: TokenCounterSpec = None,
+                     sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None
+                     ) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
         check_options(level, segments, min_chars, max_chars, max_tokens, penalty)
         counter = resolve_token_counter(token_counter)
+        splitter = self.sentence_splitter if sentence_splitter is None else _check_splitter(sentence_splitter)
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
         for i, text in enumerate(texts):
@@ -321,7 +354,8 @@ class Segmenter:
                     text, [a for a, _ in spans[1:]], [0.0] * (len(spans) - 1), level=level,
                     meta={"units": len(spans)}))
                 continue
-            units = _split_oversized(text, doc, self.units(text, doc=doc), max_chars, max_tokens, measure)
+            units = _split_oversized(text, doc, self.units(text, doc=doc, sentence_splitter=splitter),
+                                     max_chars, max_tokens, measure)
             if level == "unit":
                 results[i] = measure.counted(Segmentation.from_boundaries(
                     text, [a for a, _ in units[1:]], [1.0] * (len(units) - 1), level="unit",
@@ -429,11 +463,6 @@ class Segmenter:
         if n == 1:
             return [], []
         measure = measure or TokenMeasure(text, doc, None)
-        p = self.params
-        if p.center:
-            x = x - x.mean(axis=0, keepdims=True)
-            norms = np.linalg.norm(x, axis=1, keepdims=True)
-            x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
         sizes, limit, lower, token_limit = None, None, None, None
         if max_chars is not None or max_tokens is not None or min_chars is not None:
             # The search runs on characters (max_chars, min_chars) and forbids spans
@@ -444,13 +473,11 @@ class Segmenter:
             if max_tokens is not None:
                 toks, token_limit = measure.additive_sizes(units, max_tokens)
                 sizes = np.stack([chars, toks], axis=1)
-        cost = _make_cost(x, sizes, limit, lower, p.max_units, token_limit)
-        if segments is not None:
-            k = min(segments, n)
-            cuts = partition_k(cost, k)
-        else:
-            beta = (p.penalty if penalty is None else penalty) * local_noise(x) * np.log(n)
-            cuts = partition_penalised(cost, beta)
+        x = prepare_vectors(x, self.params)
+        r = unit_token_ranges(doc, units)
+        weights = unit_weights(r[:, 1] - r[:, 0], self.params)
+        cost = _make_cost(x, sizes, limit, lower, self.params.max_units, token_limit, weights)
+        cuts = search_cuts(cost, x, self.params, segments=segments, penalty=penalty)
         if max_tokens is not None and not measure.exact:
             cuts = _repair_cuts(cost, cuts, lambda a, b: measure.span(units[a][0], units[b - 1][1]) <= max_tokens)
         return cuts, boundary_strength(cost, cuts)
@@ -493,19 +520,109 @@ def _document(item: Any, text_field: str, id_field: str) -> tuple[str | None, An
     return None, InputError(f"expected a text, a record or an (id, text) pair, got {type(item).__name__}")
 
 
-def local_noise(x: np.ndarray) -> float:
-    """Half the mean squared distance between adjacent unit vectors ``x [n, D]``."""
-    if len(x) < 2:
-        return 1.0
+def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
+    """The unit vectors the topic search compares: centred on the document mean and renormalised."""
+    if params.center:
+        x = x - x.mean(axis=0, keepdims=True)
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
+    return x
+
+
+def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
+    """Weight of each unit in the scatter, ``min(1, tokens / weight_tokens)`` scaled to mean 1 (None: equal)."""
+    if not params.weight_tokens:
+        return None
+    w = np.minimum(1.0, np.maximum(np.asarray(tokens, dtype=np.float64), 1.0) / params.weight_tokens)
+    return w / w.mean()
+
+
+def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
+                penalty: float | None = None) -> list[int]:
+    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum."""
+    if segments is not None:
+        return partition_k(cost, min(segments, cost.n))
+    return partition_penalised(cost, boundary_penalty(x, params, params.penalty if penalty is None else penalty))
+
+
+def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
+    """Penalty of a segment by the unit it starts at ``[n + 1]``: ``σ² · max(1 + penalty · R, floor)``.
+
+    ``σ²`` (local noise) and ``R`` (correlation length) are measured on the units
+    within ``params.window`` of the start; see :class:`TopicParams`.
+    """
+    n = len(x)
+    s2, acf = local_statistics(x, params.window, params.max_lag)
+    # the autocorrelation up to its first non-positive lag, in units of its first lag
+    keep = np.cumprod(acf > 0, axis=1)
+    first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
+    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
+    return s2 * np.maximum(1.0 + penalty * length, params.floor)
+
+
+def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local noise ``[n + 1]`` and autocorrelation ``[n + 1, L]`` around each unit boundary.
+
+    Around boundary ``i`` the window is units ``[i − window, i + window)``.  The
+    noise is half the mean squared distance between adjacent units there; the
+    autocorrelation at lag ``l`` the mean cosine of unit pairs ``l`` apart that
+    start there, minus the mean cosine of all pairs of the window (centring a
+    short document on its mean pushes every cosine down by about ``1/(n − 1)``,
+    which a long one does not feel; relative to the window's own average pair
+    both read the same).  Prefix sums keep this O(n · L · D).
+    """
+    n = len(x)
+    lags = max(min(max_lag, n - 1), 0)
+    pos = np.arange(n + 1)
+    lo = np.clip(pos - window, 0, n)
+    hi = np.clip(pos + window, 0, n)
     d = x[1:] - x[:-1]
-    return max(float(np.einsum("ij,ij->i", d, d).mean()) / 2.0, 1e-9)
+    sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
+    a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
+    s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
+    s2 = np.maximum(s2, 1e-9)
+    acf = np.zeros((n + 1, lags))
+    for l in range(1, lags + 1):
+        # pairs (j, j + l) with j in [lo, min(hi, n − l))
+        c = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x[:-l], x[l:]))])
+        top = np.minimum(hi, n - l)
+        count = np.maximum(top - lo, 0)
+        acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
+    cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+    tot = cx[hi] - cx[lo]
+    cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
+    m = (hi - lo).astype(np.float64)
+    base = (np.einsum("ij,ij->i", tot, tot) - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
+    return s2, acf - base[:, None]
+
+
+def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
+               penalty: float | None = None, unit_tokens=None) -> list[int]:
+    """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
+
+    The search :meth:`Segmenter.segment` runs, for vectors computed elsewhere
+    (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights.
+    """
+    params = params or TopicParams()
+    if len(x) < 2:
+        return []
+    x = prepare_vectors(np.asarray(x, dtype=np.float64), params)
+    weights = None if unit_tokens is None else unit_weights(unit_tokens, params)
+    cost = SegmentCost(x, max_units=params.max_units, weights=weights)
+    return search_cuts(cost, x, params, segments=segments, penalty=penalty)
+
+
+def _check_splitter(splitter):
+    if splitter is not None and not callable(splitter):
+        raise HeadsegError("sentence_splitter must be a callable text -> [(start, end), ...]")
+    return splitter
 
 
 class _TwoLimitCost(SegmentCost):
     """Character limit via the base class, plus a token limit on the side."""
 
-    def __init__(self, x, chars, toks, max_chars, max_toks, min_chars, max_units):
-        super().__init__(x, chars, max_chars, min_chars, max_units)
+    def __init__(self, x, chars, toks, max_chars, max_toks, min_chars, max_units, weights=None):
+        super().__init__(x, chars, max_chars, min_chars, max_units, weights)
         self.ct = np.concatenate([[0.0], np.cumsum(toks)])
         self.max_toks = max_toks
         if toks.size and toks.max() > max_toks:
@@ -526,10 +643,10 @@ def _sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray
     return [tuple(heads[i]) for i in order], (w / w.sum())[order]
 
 
-def _make_cost(x, sizes, limit, lower, max_units, token_limit):
+def _make_cost(x, sizes, limit, lower, max_units, token_limit, weights=None):
     if sizes is not None and sizes.ndim == 2:
-        return _TwoLimitCost(x, sizes[:, 0], sizes[:, 1], limit, float(token_limit), lower, max_units)
-    return SegmentCost(x, sizes, limit, lower, max_units)
+        return _TwoLimitCost(x, sizes[:, 0], sizes[:, 1], limit, float(token_limit), lower, max_units, weights)
+    return SegmentCost(x, sizes, limit, lower, max_units, weights)
 
 
 def _split_oversized(text, doc, units, max_chars, max_tokens, measure: "TokenMeasure | None" = None):

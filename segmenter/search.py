@@ -1,9 +1,9 @@
 """Boundary search: optimal partitions of a sequence of unit vectors.
 
-Segments are scored by their within-segment scatter ``Σ_i ‖x_i − μ‖²`` (the
-linear-kernel change-point cost).  For unit-norm ``x`` this is
-``n − ‖Σ x_i‖² / n``: minimising it maximises the mean within-segment
-similarity.  Two searches:
+Segments are scored by their within-segment scatter ``Σ_i w_i ‖x_i − μ‖²`` (the
+linear-kernel change-point cost, ``μ`` the weighted mean, weights 1 unless
+given).  For unit-norm ``x`` and unit weights this is ``n − ‖Σ x_i‖² / n``:
+minimising it maximises the mean within-segment similarity.  Two searches:
 
 * :func:`partition_k` — exactly ``k`` segments (dynamic programming);
 * :func:`partition_penalised` — any number of segments, each new segment
@@ -26,17 +26,22 @@ class SegmentCost:
 
     ``x [n, D]`` unit vectors; optional ``sizes [n]`` (characters, tokens) for
     the hard limit ``max_size`` and ``min_size`` (soft: spans below it get a large
-    but finite extra cost, so a short document still has a solution).
+    but finite extra cost, so a short document still has a solution);
+    optional ``weights [n]`` (positive) of the units in the scatter.
     """
 
     def __init__(self, x: np.ndarray, sizes: np.ndarray | None = None, max_size: float | None = None,
-                 min_size: float | None = None, max_units: int | None = None):
+                 min_size: float | None = None, max_units: int | None = None, weights: np.ndarray | None = None):
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2:
             raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
         self.n = x.shape[0]
-        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-        self.cq = np.concatenate([[0.0], np.cumsum((x * x).sum(axis=1))])
+        w = np.ones(self.n) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape != (self.n,) or not np.all(w > 0):
+            raise HeadsegError(f"unit weights need shape [{self.n}] and positive values")
+        self.cw = np.concatenate([[0.0], np.cumsum(w)])
+        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x * w[:, None], axis=0)])
+        self.cq = np.concatenate([[0.0], np.cumsum(w * (x * x).sum(axis=1))])
         s = np.ones(self.n) if sizes is None else np.asarray(sizes, dtype=np.float64)
         self.cs = np.concatenate([[0.0], np.cumsum(s)])
         self.max_size = max_size
@@ -54,7 +59,7 @@ class SegmentCost:
             a = a[ok]
         if a.size == 0:
             return a, np.zeros(0)
-        length = (b - a).astype(np.float64)
+        length = np.maximum(self.cw[b] - self.cw[a], 1e-12)
         sx = self.cx[b] - self.cx[a]
         cost = (self.cq[b] - self.cq[a]) - np.einsum("ij,ij->i", sx, sx) / length
         if self.min_size is not None:
@@ -63,12 +68,19 @@ class SegmentCost:
 
     def cost(self, a: int, b: int) -> float:
         sx = self.cx[b] - self.cx[a]
-        return float((self.cq[b] - self.cq[a]) - sx @ sx / (b - a))
+        return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
-def partition_penalised(cost: SegmentCost, penalty: float) -> list[int]:
-    """Start indices of segments 2..m minimising ``Σ cost + penalty·m``."""
+def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray) -> list[int]:
+    """Start indices of segments 2..m minimising ``Σ cost + penalty·m``.
+
+    ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
+    segment's start (a penalty that varies along the document).
+    """
     n = cost.n
+    per_start = np.ndim(penalty) > 0
+    if per_start and len(penalty) < n + 1:
+        raise HeadsegError(f"a per-start penalty needs {n + 1} entries, got {len(penalty)}")
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     back = np.zeros(n + 1, dtype=np.int64)
@@ -76,7 +88,7 @@ def partition_penalised(cost: SegmentCost, penalty: float) -> list[int]:
         a, c = cost.costs_ending_at(b)
         if a.size == 0:
             raise HeadsegError("no feasible segmentation under the size limits")
-        total = best[a] + c + penalty
+        total = best[a] + c + (penalty[a] if per_start else penalty)
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]
@@ -134,3 +146,4 @@ def boundary_strength(cost: SegmentCost, cuts: list[int]) -> list[float]:
         split = cost.cost(a, m) + cost.cost(m, b)
         out.append(max(merged - split, 0.0) / (b - a))
     return out
+

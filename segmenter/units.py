@@ -28,7 +28,7 @@ import numpy as np
 
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
-from headseg.analysis.text import make_window, split_sentences, window_width
+from headseg.analysis.text import make_window, split_sentences, tile_spans, window_width
 
 
 @dataclass
@@ -256,22 +256,33 @@ def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: Uni
     return detect_lines(text, doc, [(tok_lo, tok_hi)], segmenter, params)[0]
 
 
-def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = None, mode: str = "auto"):
+def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = None, mode: str = "auto",
+               sentence_splitter=None):
     """Unit spans tiling ``text``.
 
+    ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
+    spaCy...) that replaces the sentence rules in the "rules" and "auto" modes;
+    its spans are validated and made to tile the text
+    (:func:`analysis.text.tile_spans`).
     ``mode="rules"``: sentence rules only (punctuation, line breaks).
     ``mode="heads"``: line breaks, then the head detector inside every line.
     ``mode="auto"``: sentence rules, and the head detector inside any unit longer
     than ``params.auto_tokens`` (text without punctuation, e.g. transcripts).
     """
     params = params or UnitParams()
+
+    def sentences():
+        if sentence_splitter is None:
+            return split_sentences(text)
+        return tile_spans(text, sentence_splitter(text))
+
     if mode == "rules" or segmenter is None:
-        return _merge_blank(text, split_sentences(text))
+        return _merge_blank(text, sentences())
     if doc is None:
         from headseg.analysis.text import tokenize
 
         doc = tokenize(text, segmenter.loaded.tokenizer)
-    base = _lines(text) if mode == "heads" else split_sentences(text)
+    base = _lines(text) if mode == "heads" else sentences()
     base = _merge_blank(text, base)
     if len(doc) == 0:
         return base

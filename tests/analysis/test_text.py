@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -76,3 +79,51 @@ def test_windows_bad_parameters(tokenizer):
     with pytest.raises(InputError):
         make_windows(doc, tokenizer, max_tokens=16, stride=15)
     assert make_windows(tokenize("", tokenizer), tokenizer) == []
+
+
+# Exact units in scripts without Latin punctuation: each list is the text cut by hand.
+SCRIPT_CASES = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "scripts.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPT_CASES))
+def test_split_sentences_in_other_scripts(script):
+    parts = SCRIPT_CASES[script]
+    text = "".join(parts)
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == parts
+    assert len(spans) == 5
+
+
+@pytest.mark.parametrize("text, parts", [
+    ("We met at 5 p.m. yesterday. It rained.", ["We met at 5 p.m. yesterday. ", "It rained."]),
+    ("Wir treffen uns am 3. Mai in Berlin. Dann fahren wir.", ["Wir treffen uns am 3. Mai in Berlin. ", "Dann fahren wir."]),
+    ("1. Mix the flour. 2. Add water.", ["1. Mix the flour. ", "2. Add water."]),
+    ("See you at 9 a.m. Then we go.", ["See you at 9 a.m. ", "Then we go."]),
+    ("Pi is 3.14 here. It is (roughly) 3.14159! Done?! Yes…  No.", ["Pi is 3.14 here. ", "It is (roughly) 3.14159! ",
+                                                                   "Done?! ", "Yes…  ", "No."]),
+    ('He said "Stop." Then he left.', ['He said "Stop." ', "Then he left."]),
+    ("Ask Dr. Who. Mr. X agreed.", ["Ask Dr. Who. ", "Mr. X agreed."]),
+])
+def test_split_sentences_guards_abbreviations_and_numbers(text, parts):
+    spans = split_sentences(text)
+    assert [text[a:b] for a, b in spans] == parts
+
+
+def test_tile_spans_absorbs_whitespace_and_rejects_bad_spans():
+    from headseg.analysis.text import tile_spans
+
+    text = "  One. Two.\n Three"
+    # spans as pysbd/spaCy give them: the whitespace between sentences left out
+    assert tile_spans(text, [(2, 6), (7, 11), (13, 18)]) == [(0, 7), (7, 13), (13, 18)]
+    assert tile_spans("   ", []) == [(0, 3)]
+    assert tile_spans("", []) == []
+    for bad in ([(2, 6), (5, 11)],            # overlap
+                [(7, 11), (2, 6)],            # order
+                [(2, 6), (13, 18)],           # "Two." uncovered
+                [(2, 6), (7, 11)],            # "Three" uncovered
+                [],
+                [(2, 6), (6, 6)],             # empty
+                [(2, 6), (7, 99)],            # outside
+                [("a", "b")]):
+        with pytest.raises(InputError):
+            tile_spans(text, bad)

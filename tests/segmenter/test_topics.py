@@ -117,3 +117,154 @@ def test_segment_cli_formats_and_errors(tmp_path, capsys, monkeypatch, embedded)
     assert rc == 2 and capsys.readouterr().err.startswith("headseg: error:")
     rc = main(["segment", str(SAMPLE), "--max-chars", "0"])
     assert rc != 0 and "positive integer" in capsys.readouterr().err
+
+
+def _brute_force_penalised(x, penalty, weights=None):
+    """Exhaustive optimum of Σ weighted scatter + penalty[start of each segment] over all partitions."""
+    from itertools import product
+
+    n = len(x)
+    w = np.ones(n) if weights is None else np.asarray(weights, float)
+    best, arg = np.inf, None
+    for mask in product([0, 1], repeat=n - 1):
+        cuts = [i + 1 for i, m in enumerate(mask) if m]
+        edges = [0, *cuts, n]
+        total = 0.0
+        for a, b in zip(edges, edges[1:]):
+            mu = (w[a:b, None] * x[a:b]).sum(0) / w[a:b].sum()
+            total += (w[a:b] * ((x[a:b] - mu) ** 2).sum(1)).sum() + penalty[a]
+        if total < best - 1e-12:
+            best, arg = total, cuts
+    return arg
+
+
+def test_weighted_cost_and_per_start_penalty_match_brute_force():
+    rng = np.random.default_rng(3)
+    for trial in range(4):
+        x = rng.normal(size=(8, 3))
+        w = rng.uniform(0.2, 2.0, size=8)
+        pen = rng.uniform(0.5, 4.0, size=9)
+        assert partition_penalised(SegmentCost(x, weights=w), pen) == _brute_force_penalised(x, pen, w)
+        # a scalar penalty is the constant array
+        assert partition_penalised(SegmentCost(x), 2.0) == _brute_force_penalised(x, np.full(9, 2.0))
+    cost = SegmentCost(x, weights=w)
+    seg = x[2:6]
+    mu = (w[2:6, None] * seg).sum(0) / w[2:6].sum()
+    assert cost.cost(2, 6) == pytest.approx((w[2:6] * ((seg - mu) ** 2).sum(1)).sum())
+    with pytest.raises(HeadsegError):
+        SegmentCost(x, weights=np.zeros(8))
+    with pytest.raises(HeadsegError):
+        partition_penalised(SegmentCost(x), np.ones(3))
+
+
+def test_local_statistics_match_a_direct_computation():
+    from headseg.segmenter.api import local_statistics
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(23, 5))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    window, lags = 6, 4
+    s2, acf = local_statistics(x, window, lags)
+    n = len(x)
+    for i in range(n + 1):
+        lo, hi = max(i - window, 0), min(i + window, n)
+        adj = [((x[j + 1] - x[j]) ** 2).sum() / 2 for j in range(lo, min(hi, n - 1))]
+        assert s2[i] == pytest.approx(np.mean(adj))
+        pairs = [x[a] @ x[b] for a in range(lo, hi) for b in range(lo, hi) if a != b]
+        for l in range(1, lags + 1):
+            direct = [x[j] @ x[j + l] for j in range(lo, min(hi, n - l))]
+            assert acf[i, l - 1] == pytest.approx(np.mean(direct) - np.mean(pairs))
+
+
+def _planted(rng, segments, length, dim=48, noise=1.2):
+    centres = rng.normal(size=(segments, dim))
+    return np.vstack([c + rng.normal(size=(length, dim)) * noise for c in centres])
+
+
+def test_number_of_segments_holds_as_the_document_grows_and_topics_recur():
+    """Segments per planted segment do not fall as a document is repeated (no ln n in the penalty)."""
+    from headseg.segmenter.api import topic_cuts
+
+    rng = np.random.default_rng(5)
+    base = _planted(rng, 12, 6)
+    ratios = []
+    for times in (1, 4, 10):
+        x = np.vstack([base] * times)  # every topic comes back `times` times
+        cuts = topic_cuts(x)
+        ratios.append((len(cuts) + 1) / (12 * times))
+        # every planted boundary is found
+        assert set(range(6, len(x), 6)) <= set(cuts)
+    assert max(ratios) - min(ratios) <= 0.15 * min(ratios)
+
+
+def test_local_penalty_follows_segment_length():
+    """Longer planted segments raise the bar (correlation length), short ones lower it."""
+    from headseg.segmenter.api import TopicParams, boundary_penalty, prepare_vectors
+
+    rng = np.random.default_rng(6)
+    p = TopicParams()
+    short = prepare_vectors(_planted(rng, 20, 4), p)
+    long = prepare_vectors(_planted(rng, 8, 12), p)
+    assert np.median(boundary_penalty(long, p, p.penalty)) > np.median(boundary_penalty(short, p, p.penalty))
+
+
+def _paragraph_starts(text):
+    return [i + 2 for i in range(len(text) - 2) if text[i:i + 2] == "\n\n"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("times", [3, 5])
+def test_repeated_sample_keeps_every_topic(segmenter, times):
+    text = (SAMPLE.read_text(encoding="utf-8").strip() + "\n\n") * times
+    result = segmenter.segment(text)
+    assert len(result) == 3 * times
+    assert result.boundaries == _paragraph_starts(text)
+
+
+@pytest.mark.slow
+def test_recurring_topics_in_order_a_b_a_c_b_c(segmenter):
+    a, b, c = SAMPLE.read_text(encoding="utf-8").strip().split("\n\n")
+    text = "\n\n".join([a, b, a, c, b, c]) + "\n"
+    result = segmenter.segment(text)
+    assert len(result) == 6
+    assert result.boundaries == _paragraph_starts(text)
+    # exact k and the size limits still hold
+    assert len(segmenter.segment(text, segments=4)) == 4
+    limited = segmenter.segment(text, max_chars=300)
+    assert all(len(s.text) <= 300 for s in limited) and "".join(s.text for s in limited) == text
+
+
+@pytest.mark.slow
+def test_units_in_other_scripts(segmenter):
+    cases = json.loads((SAMPLE.parents[1] / "tests" / "fixtures" / "scripts.json").read_text(encoding="utf-8"))
+    for script, parts in cases.items():
+        text = "".join(parts)
+        units = segmenter.segment(text, level="unit")
+        assert [s.text for s in units] == parts, script
+
+
+@pytest.mark.slow
+def test_sentence_splitter_hook(segmenter, embedded):
+    from headseg.analysis.errors import InputError
+    from headseg.segmenter.api import Segmenter
+
+    text = "alpha beta; gamma delta; epsilon"
+
+    def on_semicolons(t):
+        # spans without the separating spaces, as pysbd and spaCy return them
+        out, start = [], 0
+        for part in t.split("; "):
+            out.append((start, start + len(part) + (1 if start + len(part) < len(t) else 0)))
+            start += len(part) + 2
+        return out
+
+    units = segmenter.segment(text, level="unit", sentence_splitter=on_semicolons)
+    assert [s.text for s in units] == ["alpha beta; ", "gamma delta; ", "epsilon"]
+    assert len(segmenter.segment(text, level="unit")) == 1  # the rules see no sentence end
+    own = Segmenter(model=embedded, backend="torch", sentence_splitter=on_semicolons)
+    assert [s.text for s in own.segment(text, level="unit")] == ["alpha beta; ", "gamma delta; ", "epsilon"]
+    assert len(own.segment(text, segments=2)) == 2
+    with pytest.raises(InputError):
+        segmenter.segment(text, level="unit", sentence_splitter=lambda t: [(0, 5)])
+    with pytest.raises(HeadsegError):
+        Segmenter(model=embedded, backend="torch", sentence_splitter="not callable")

@@ -1,0 +1,122 @@
+"""Cache the segmenter's unit vectors of every dev document, for fast sweeps of the topic search.
+
+Encoding every unit is the slow part of segmentation; the search is cheap.  This
+script runs the real pipeline up to the vectors (``Segmenter.units`` then
+``Segmenter.unit_vectors``, the same calls ``segment`` makes) and stores, per data
+set, one ``.npz`` under ``--out`` (default ``runs/topic_cache``, git-ignored) with
+each document's vectors, its unit starts, the reference unit starts and
+boundaries.  ``benchmarks/topic_sweep.py`` reads them.
+
+    python benchmarks/topic_cache.py --threads 1            # every dev document
+    python benchmarks/topic_cache.py --datasets choi/3 --limit 20
+
+Resumable: a data set whose file exists is skipped (``--redo`` recomputes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+
+from headseg.analysis.io import atomic_save_npz  # noqa: E402
+
+from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
+
+
+def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8) -> int:
+    from headseg.analysis.text import tokenize
+    from headseg.segmenter.api import unit_token_ranges
+    from headseg.segmenter.evaluation.loaders import iter_documents
+
+    docs = list(iter_documents(path, limit=limit))
+    arrays: dict[str, np.ndarray] = {}
+    ids = []
+    for s in range(0, len(docs), batch_docs):
+        chunk = docs[s:s + batch_docs]
+        items = []
+        for d in chunk:
+            tok = tokenize(d.text, seg.loaded.tokenizer)
+            items.append((tok, seg.units(d.text, doc=tok)))
+        vectors = seg._vectors_many(items)
+        for d, (tok, units), x in zip(chunk, items, vectors):
+            i = len(ids)
+            ids.append(d.id)
+            arrays[f"x{i}"] = x.astype(np.float32)
+            arrays[f"u{i}"] = np.asarray([a for a, _ in units], np.int64)
+            arrays[f"r{i}"] = np.asarray(d.starts, np.int64)
+            arrays[f"b{i}"] = np.asarray(d.boundaries, np.int64)
+            arrays[f"len{i}"] = np.asarray([len(d.text)], np.int64)
+            r = unit_token_ranges(tok, units)
+            arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
+        print(f"  {path.name}: {len(ids)}/{len(docs)}", file=sys.stderr, flush=True)
+    arrays["ids"] = np.asarray(ids)
+    atomic_save_npz(out, **arrays)
+    return len(ids)
+
+
+def add_tokens(tokenizer, path: Path, target: Path) -> None:
+    """Add the unit token counts ``t{i}`` to a cache written before they were stored."""
+    from headseg.analysis.text import tokenize
+    from headseg.segmenter.api import unit_token_ranges
+    from headseg.segmenter.evaluation.loaders import iter_documents
+
+    z = dict(np.load(target, allow_pickle=False))
+    ids = list(z["ids"])
+    for i, d in enumerate(iter_documents(path, limit=len(ids))):
+        if d.id != ids[i]:
+            raise SystemExit(f"{target}: document {i} is {ids[i]}, the data has {d.id}; rebuild the cache")
+        starts = z[f"u{i}"]
+        units = list(zip(starts, np.append(starts[1:], len(d.text))))
+        r = unit_token_ranges(tokenize(d.text, tokenizer), units)
+        z[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
+    atomic_save_npz(target, **z)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--datasets", default=None, help="names or prefixes, as benchmarks/segmentation.py")
+    ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
+    ap.add_argument("--out", default=str(REPO / "runs" / "topic_cache"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--redo", action="store_true")
+    ap.add_argument("--add-tokens", action="store_true", help="only add unit token counts to existing caches")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from headseg.segmenter.api import Segmenter
+
+    seg = Segmenter(backend="torch")
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, rel in select_datasets(args.datasets):
+        target = out_dir / f"{slug(name)}.npz"
+        if args.add_tokens:
+            if target.exists():
+                add_tokens(seg.loaded.tokenizer, Path(args.data_root) / rel, target)
+                print(f"{name}: token counts added", file=sys.stderr)
+            continue
+        if target.exists() and not args.redo:
+            print(f"{name}: cached", file=sys.stderr)
+            continue
+        t0 = time.perf_counter()
+        n = cache_dataset(seg, Path(args.data_root) / rel, target, args.limit or None)
+        print(f"{name}: {n} documents in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})",
+              file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""Sweep topic-search designs on cached unit vectors (``benchmarks/topic_cache.py``).
+
+Scores each design the way the evaluation harness does: the segmenter's cuts
+(unit indices) become character offsets, snap to the reference units, and Pk
+and segments per reference segment are averaged over the documents of each
+data set.  Only the search runs, so a sweep over many settings takes seconds to
+minutes instead of hours.
+
+    python benchmarks/topic_sweep.py                     # the shipped TopicParams
+    python benchmarks/topic_sweep.py --set penalty=0.5,1.0 --set noise=median,mean
+
+``--set NAME=V1,V2`` sweeps a TopicParams field (the grid is the product).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import numpy as np  # noqa: E402
+
+from segmentation import DATASETS, slug  # noqa: E402
+
+
+def load_cache(path: Path, limit: int | None = None) -> list[dict]:
+    z = np.load(path, allow_pickle=False)
+    ids = list(z["ids"])
+    docs = []
+    for i, d in enumerate(ids[:limit] if limit else ids):
+        docs.append({"id": str(d), "x": z[f"x{i}"].astype(np.float64), "units": z[f"u{i}"], "ref": z[f"r{i}"],
+                     "bounds": z[f"b{i}"], "len": int(z[f"len{i}"][0]),
+                     "tokens": z[f"t{i}"] if f"t{i}" in z.files else None})
+    return docs
+
+
+def unit_tokens(doc: dict) -> np.ndarray:
+    """Token counts of the units (characters / 4 for a cache written before they were stored)."""
+    if doc["tokens"] is not None:
+        return doc["tokens"]
+    return (np.append(doc["units"][1:], doc["len"]) - doc["units"]) / 4.0
+
+
+def score(doc: dict, cuts) -> tuple[float, int]:
+    """Pk of the cuts (segmenter unit indices) against the reference, and the predicted segment count."""
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.evaluation.metrics import score_document
+
+    chars = [int(doc["units"][c]) for c in cuts]
+    hyp = snap_offsets(chars, list(doc["ref"]), doc["len"])
+    s = score_document(list(doc["bounds"]), hyp, len(doc["ref"]))
+    return s.pk, len(hyp) + 1
+
+
+def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
+    from headseg.segmenter.api import topic_cuts
+
+    pks, ratio = [], []
+    for d in docs:
+        k = len(d["bounds"]) + 1 if segments_oracle else None
+        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d))
+        pk, m = score(d, cuts)
+        pks.append(pk)
+        ratio.append(m / (len(d["bounds"]) + 1))
+    return {"pk": float(np.mean(pks)), "ratio": float(np.mean(ratio)), "n": len(docs)}
+
+
+def gains(docs: list[dict]) -> dict:
+    """Scatter saved by the true boundaries and by the best split inside each true segment, per σ².
+
+    Unweighted scatter of the centred vectors, σ² half the mean squared adjacent
+    distance over the whole document: what a penalty per segment has to separate.
+    """
+    from headseg.segmenter.api import TopicParams, prepare_vectors
+    from headseg.segmenter.search import SegmentCost
+
+    true, spurious, lengths = [], [], []
+    for d in docs:
+        x = prepare_vectors(d["x"], TopicParams())
+        diff = x[1:] - x[:-1]
+        s2 = max(float(np.einsum("ij,ij->i", diff, diff).mean()) / 2.0, 1e-9)
+        # the segmenter's unit that each reference boundary falls on
+        starts = np.searchsorted(d["units"], d["ref"][d["bounds"]], side="left")
+        edges = [0, *[int(v) for v in starts], len(x)]
+        cost = SegmentCost(x)
+        for a, m, b in zip(edges, edges[1:], edges[2:]):
+            if a < m < b:
+                true.append((cost.cost(a, b) - cost.cost(a, m) - cost.cost(m, b)) / s2)
+        for a, b in zip(edges, edges[1:]):
+            if b - a >= 2:
+                spurious.append(max(cost.cost(a, b) - cost.cost(a, t) - cost.cost(t, b) for t in range(a + 1, b)) / s2)
+                lengths.append(b - a)
+    return {"true": f"{np.median(true):.2f} ({np.percentile(true, 10):.2f})",
+            "spurious": f"{np.median(spurious):.2f} ({np.percentile(spurious, 90):.2f})",
+            "length": f"{np.median(lengths):g}"}
+
+
+def parse_value(v: str):
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return {"true": True, "false": False, "none": None}.get(v.lower(), v)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
+    ap.add_argument("--datasets", default=None, help="comma-separated names (default: every cached one)")
+    ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
+    ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
+    ap.add_argument("--oracle", action="store_true", help="also score with the reference number of segments")
+    ap.add_argument("--gains", action="store_true",
+                    help="print what a penalty must separate: savings of true boundaries and of spurious splits")
+    args = ap.parse_args(argv)
+    from headseg.segmenter.api import TopicParams
+
+    names = [n for n, _ in DATASETS]
+    if args.datasets:
+        names = [n for n in names if any(n == w or n.startswith(w.rstrip("/") + "/") for w in args.datasets.split(","))]
+    data = {}
+    for n in names:
+        p = Path(args.cache) / f"{slug(n)}.npz"
+        if p.exists():
+            data[n] = load_cache(p, args.limit or None)
+    if args.gains:
+        print("| data set | true boundary: median (10th pct) | best split inside a true segment: median (90th pct) "
+              "| segment length (median) |")
+        print("|---|---|---|---|")
+        for n, docs in data.items():
+            g = gains(docs)
+            print(f"| {n} | {g['true']} | {g['spurious']} | {g['length']} |")
+        return 0
+    grid_names, grid_values = [], []
+    for spec in args.set:
+        name, _, values = spec.partition("=")
+        if name not in {f.name for f in dataclasses.fields(TopicParams)}:
+            raise SystemExit(f"unknown TopicParams field {name}")
+        grid_names.append(name)
+        grid_values.append([parse_value(v) for v in values.split(",")])
+    cols = list(data)
+    print("| design | " + " | ".join(cols) + " | mean |")
+    print("|---|" + "---:|" * (len(cols) + 1))
+    for combo in itertools.product(*grid_values) if grid_values else [()]:
+        params = TopicParams(**dict(zip(grid_names, combo)))
+        label = ", ".join(f"{k}={v}" for k, v in zip(grid_names, combo)) or "default"
+        for oracle in ([False, True] if args.oracle else [False]):
+            t0 = time.perf_counter()
+            res = {n: run_design(docs, params, oracle) for n, docs in data.items()}
+            cells = [f"{r['pk']:.3f} ({r['ratio']:.2f})" for r in res.values()]
+            mean = np.mean([r["pk"] for r in res.values()])
+            print(f"| {label}{' k oracle' if oracle else ''} | " + " | ".join(cells) + f" | {mean:.3f} |", flush=True)
+            print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
