@@ -597,7 +597,8 @@ def register(sub) -> None:
     p.add_argument("--max-chars", type=int, default=None, help="hard limit: no segment is longer")
     p.add_argument("--max-tokens", type=int, default=None, help="hard limit in model tokens")
     p.add_argument("--penalty", type=float, default=None,
-                   help="cost of a new segment relative to the document's scatter (higher = fewer segments)")
+                   help="weight of the local correlation length in the cost of a new segment (default 0.3; "
+                        "higher = fewer segments; docs/segmenter.md)")
     p.add_argument("--batch-size", type=int, default=64, help="model windows per forward pass")
     p.add_argument("--docs-per-batch", type=int, default=DEFAULT_BATCH_DOCS,
                    help=f"documents segmented and written together (default {DEFAULT_BATCH_DOCS}); "
