@@ -51,7 +51,7 @@ async def capture(app, size: tuple[int, int], keys: list[str], find: str | None)
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    ap = argparse.ArgumentParser(prog="python -m tui.screenshot", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m headseg.tui.screenshot", description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="SVG file to write")
     ap.add_argument("file", nargs="?", help="text file (default: the bundled sample)")
     ap.add_argument("--model", default=None, metavar="PATH")

@@ -25,7 +25,7 @@ COMMANDS = (segment, inspect, study, evaluate, export, tui)
 EXTRAS = {
     "optimum": "export", "onnx": "export", "textual": "tui", "rich": "tui", "matplotlib": "tui",
     "nltk": "bench", "langchain_experimental": "bench", "langchain_huggingface": "bench",
-    "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray",
+    "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray", "pyarrow": "ray",
 }
 
 
