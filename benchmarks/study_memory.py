@@ -36,12 +36,12 @@ def make_tiny(path: Path) -> None:
 
     from headseg.analysis import load_model
 
-    tok = load_model(None).tokenizer
+    tok = load_model(None, weights=False).tokenizer
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                      intermediate_size=64, max_position_embeddings=160)
     BertModel(cfg, add_pooling_layer=False).save_pretrained(path)
-    tok.save_pretrained(path)
+    tok.save(path)
 
 
 def run_one(model: str, corpus: list[str], samples: int, out: Path, seq_len: int) -> dict:
