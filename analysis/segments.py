@@ -12,6 +12,9 @@ from typing import Iterator, Sequence
 from .errors import HeadsegError
 
 
+#: the fields of one segment record (:meth:`Segmentation.to_records`), in output order
+RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count")
+
 @dataclass(frozen=True)
 class Segment:
     """``text[start:end]``; ``score`` is the strength of the boundary that *opens* it (0 for the first).

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import tempfile
 import time
 from typing import Any
 
-from headseg.analysis.errors import HeadsegError, InputError, first_line
-
-#: the columns of a segment record, in output order
-RECORD_COLUMNS = ("document", "index", "start", "end", "score", "text", "token_count")
+from headseg.analysis.errors import InputError
+from headseg.analysis.segments import RECORD_FIELDS
 
 
-def _init_ray(address: str | None, num_cpus: int | None = None):
+
+def init_ray(address: str | None, num_cpus: int | None = None):
     import ray
 
     if not ray.is_initialized():
@@ -80,7 +78,7 @@ class SegmentActor:
                 items.append((doc_id, InputError(f"field '{self.text_field}' is {what}")))
             else:
                 items.append((doc_id, text))
-        cols: dict[str, list] = {k: [] for k in (*RECORD_COLUMNS, "error")}
+        cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}
         results = self.segmenter.iter_segment([t for _, t in items], batch_docs=max(len(items), 1),
                                               errors="yield", **self.options)
         for (doc_id, _), res in zip(items, results):
@@ -89,93 +87,13 @@ class SegmentActor:
                     cols[k].append(v)
                 continue
             for rec in res.to_records(doc_id):
-                for k in RECORD_COLUMNS:
+                for k in RECORD_FIELDS:
                     cols[k].append(rec[k])
                 cols["error"].append(None)
-        from headseg.cli.segment import release_memory
+        from headseg.analysis.memory import release_memory
 
         release_memory()  # the actor owns its process, as the command line does
         return cols
-
-
-def segment_corpus_ray(args, sources, failed: int = 0) -> int:
-    """``headseg segment --engine ray``: returns the exit code (1 if any document failed)."""
-    from headseg.cli.segment import ParquetSink, StreamSink
-
-    kinds = {s.kind for s in sources}
-    if not sources:
-        raise InputError("no input corpus")
-    if any(s.path == "-" for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
-        raise InputError("--engine ray reads JSONL or Parquet corpora (all inputs of one kind), not text files or stdin")
-    ray = _init_ray(args.address)
-    import ray.data
-
-    import logging
-
-    # the command line owns this process: Ray Data's progress log is noise on stderr
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True
-    ctx.enable_progress_bars = not args.quiet
-    paths = [s.path if "://" in s.path else os.path.abspath(s.path) for s in sources]
-    # Reading is light; with 0 CPUs reserved it never waits behind the actors,
-    # which hold one CPU each (N workers on N cores would otherwise deadlock).
-    if kinds == {"parquet"}:
-        ds = ray.data.read_parquet(paths, num_cpus=0)
-    else:
-        ds = ray.data.read_json(paths, lines=True, num_cpus=0)
-    workers = args.workers or 1
-    gpus = args.gpus_per_worker or 0
-    options = dict(level=args.level, segments=args.segments, min_chars=args.min_chars, max_chars=args.max_chars,
-                   max_tokens=args.max_tokens, penalty=args.penalty)
-    model = None if args.model is None else os.path.abspath(args.model) if os.path.isdir(args.model) else args.model
-    profile = None if args.profile is None else os.path.abspath(args.profile)
-    ds = ds.map_batches(
-        SegmentActor,
-        fn_constructor_kwargs=dict(model=model, profile=profile, backend=args.backend,
-                                   device="cuda" if gpus > 0 and args.device == "auto" else args.device,
-                                   batch_size=args.batch_size, unit_mode=args.unit_mode, options=options,
-                                   text_field=args.text_field, id_field=args.id_field,
-                                   threads=None if gpus > 0 else 1),
-        batch_size=args.docs_per_batch,
-        batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=workers),
-        num_cpus=1,
-        num_gpus=gpus,
-    )
-    sink: Any = ParquetSink(args.out) if args.format == "parquet" else StreamSink("jsonl", False, args.out, direct=True)
-    ok = False
-    try:
-        for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-            rows = batch.to_pylist()
-            good = []
-            for r in rows:
-                if r["error"] is not None:
-                    print(f"headseg: error: {r['document']}: {r['error']}", file=sys.stderr)
-                    failed += 1
-                else:
-                    good.append({k: r[k] for k in RECORD_COLUMNS})
-            _write_rows(sink, good)
-        ok = True
-    except Exception as exc:  # noqa: BLE001 - Ray wraps worker errors; report one line
-        if isinstance(exc, HeadsegError):
-            raise
-        cause = getattr(exc, "cause", None)
-        if isinstance(cause, HeadsegError):
-            raise cause from None
-        raise HeadsegError(f"the ray engine failed: {type(exc).__name__}: {first_line(exc)}") from None
-    finally:
-        sink.close(ok=ok)
-    return 1 if failed else 0
-
-
-def _write_rows(sink, rows: list[dict]) -> None:
-    import json
-
-    if hasattr(sink, "write_records"):
-        sink.write_records(rows)
-    else:
-        sink.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 # ------------------------------------------------------------------ study
@@ -222,7 +140,7 @@ def run_study_ray(cfg, model: str | None, loaded=None, shards: int | None = None
     if cfg.resume:
         raise InputError("--resume is for a single-process study; a Ray study reruns its shards")
     study = Study(cfg, loaded if loaded is not None else load_model(model))
-    ray = _init_ray(address, num_cpus)
+    ray = init_ray(address, num_cpus)
     if shards is None:
         shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
     if shards < 1:

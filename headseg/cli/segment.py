@@ -31,7 +31,9 @@ from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import check_output_path, decode_text, read_text
+from headseg.analysis.memory import release_memory
 from headseg.analysis.progress import progress_bar
+from headseg.analysis.segments import RECORD_FIELDS
 
 from headseg.segmenter.api import DEFAULT_BATCH_DOCS, LEVELS, check_options
 
@@ -42,9 +44,6 @@ TEXT_SUFFIXES = (".txt", ".text", ".md", ".ref")
 JSONL_SUFFIXES = (".jsonl",)
 PARQUET_SUFFIXES = (".parquet",)
 JOURNAL_VERSION = 1
-#: the record fields, in output order (also the Parquet schema)
-RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count")
-
 
 # ---------------------------------------------------------------- inputs
 @dataclass(frozen=True)
@@ -290,9 +289,8 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self.pa = pa
-        self.schema = pa.schema([("document", pa.string()), ("index", pa.int64()), ("start", pa.int64()),
-                                 ("end", pa.int64()), ("score", pa.float64()), ("text", pa.string()),
-                                 ("token_count", pa.int64())])
+        types = {"document": pa.string(), "score": pa.float64(), "text": pa.string()}
+        self.schema = pa.schema([(f, types.get(f, pa.int64())) for f in RECORD_FIELDS])
         p = Path(out)
         fd, self.tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
         os.close(fd)
@@ -450,7 +448,7 @@ def run(args) -> int:
         print(f"headseg: error: {path}: {reason}", file=sys.stderr)
         failed += 1
     if args.engine == "ray":
-        from headseg.segmenter.distributed import segment_corpus_ray
+        from .segment_ray import segment_corpus_ray
 
         return segment_corpus_ray(args, sources, failed)
     settings = settings_of(args, sources)
@@ -526,31 +524,6 @@ def run(args) -> int:
     finally:
         sink.close(ok=ok and (failed == 0 or not direct))
     return 1 if failed else 0
-
-
-def release_memory() -> None:
-    """Hand the heap's free pages back to the system after a batch (glibc only; elsewhere nothing).
-
-    Batches allocate and free arrays of ever different sizes; without a trim,
-    glibc keeps the freed memory and a long run's resident size creeps up by
-    ~20% over a hundred batches although nothing is kept.  The command owns its
-    process, so it may do this; the library never does.
-    """
-    global _malloc_trim
-    if _malloc_trim is None:
-        _malloc_trim = False
-        if sys.platform.startswith("linux"):
-            try:
-                import ctypes
-
-                _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
-            except (OSError, AttributeError):
-                pass
-    if _malloc_trim:
-        _malloc_trim(0)
-
-
-_malloc_trim: Any = None
 
 
 def _pending(docs, skip) -> Iterator[tuple[int, str, Any]]:
