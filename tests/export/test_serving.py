@@ -189,3 +189,39 @@ def test_explicit_artifact_with_its_own_profile(tiny_bert, tiny_dir, tmp_path):
     ref = Segmenter(model=str(tiny_dir), profile=prof, backend="torch")
     text = "The cat sat. The dog ran! Markets fell today. Stocks rose later. Rain again."
     assert seg.segment(text).boundaries == ref.segment(text).boundaries
+
+
+def _padded_cost(lengths, cuts, call_cost):
+    return sum((e - s) * lengths[e - 1] + call_cost for s, e in cuts)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_plan_chunks_is_optimal_and_tiles(seed):
+    import itertools
+
+    from headseg.export.backend import plan_chunks
+
+    rng = np.random.default_rng(seed)
+    lengths = sorted(int(x) for x in rng.integers(3, 90, size=int(rng.integers(1, 10))))
+    max_batch, call_cost = int(rng.integers(1, 5)), float(rng.choice([0, 8, 32]))
+    cuts = plan_chunks(lengths, max_batch, call_cost)
+    # the runs tile the windows in order, none longer than max_batch
+    assert cuts[0][0] == 0 and cuts[-1][1] == len(lengths)
+    assert all(a[1] == b[0] for a, b in zip(cuts, cuts[1:]))
+    assert all(0 < e - s <= max_batch for s, e in cuts)
+    # brute force over every way to cut: nothing is cheaper
+    n, best = len(lengths), float("inf")
+    for mask in itertools.product((0, 1), repeat=n - 1):
+        bounds = [0] + [i + 1 for i, m in enumerate(mask) if m] + [n]
+        runs = list(zip(bounds, bounds[1:]))
+        if all(e - s <= max_batch for s, e in runs):
+            best = min(best, _padded_cost(lengths, runs, call_cost))
+    assert _padded_cost(lengths, cuts, call_cost) == best
+
+
+def test_plan_chunks_refuses_unsorted_lengths():
+    from headseg.analysis.errors import HeadsegError
+    from headseg.export.backend import plan_chunks
+
+    with pytest.raises(HeadsegError):
+        plan_chunks([5, 3], 4, 0)
