@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/serving.py cold [--runs 5] [--doc examples/sample.txt]
     .venv/bin/python benchmarks/serving.py throughput [--sets choi3,lectures_ai,lectures_physics]
-                                                     [--limit N] [--peers] [--precisions fp32,int8]
+                                                     [--limit N] [--peers [--peer-limit N]] [--precisions fp32,int8]
 
 ``cold``: whole ``headseg segment DOC`` processes, the ONNX artifact already in
 the cache, the default (ONNX) and ``--backend torch`` taking turns; wall time,
@@ -12,8 +12,13 @@ serving process imported torch.
 ``throughput``: each configuration in its own process on the same documents
 (so peak RSS is that configuration's alone): the whole segmenter with the ONNX
 engine and with torch, and (``--peers``) LangChain's and chonkie's semantic
-chunkers on the same model.  Documents/s and characters/s after one warm-up
-document; the ONNX and torch boundaries are compared document by document.
+chunkers on the same model (``--peer-limit N``: on the first N documents of
+each set only; they are slow, and their ratio is taken against the ONNX
+engine's time on exactly those documents).  Each document is timed alone,
+after one warm-up document (an extra first document of the first set, never
+timed, since a peer caching embeddings by text would time it from its cache); the table gives all documents and each set, so
+one run shows the ratio on the mixed set and on each kind of document.  The
+ONNX and torch boundaries are compared document by document.
 
 Times drift on a shared machine: the claims are the ratios of one run, printed
 with the load average.
@@ -92,9 +97,16 @@ WORKER = r"""
 import json, os, sys, time
 from headseg.segmenter.evaluation.loaders import iter_documents
 cfg = json.loads(sys.argv[1])
-docs = []
-for path in cfg["paths"]:
-    docs += list(iter_documents(path, limit=cfg["limit"] or None))
+docs, keys = [], []
+for j, path in enumerate(cfg["paths"]):
+    # the first set gives one extra document, the warm-up, which is never timed (a
+    # peer that caches embeddings by text would otherwise time it from its cache)
+    extra = 1 if j == 0 else 0
+    for i, d in enumerate(iter_documents(path, limit=(cfg["limit"] + extra) if cfg["limit"] else None)):
+        docs.append(d)
+        keys.append([path, i - extra])
+warm = docs.pop(0)
+keys.pop(0)
 name = cfg["name"]
 if name in ("onnx", "torch"):
     from headseg import Segmenter
@@ -110,13 +122,21 @@ else:
     def run(d):
         p = m.predict(d)
         return p.chars or p.units
-run(docs[0])  # warm-up
-t0 = time.perf_counter()
-out = [run(d) for d in docs]
-dt = time.perf_counter() - t0
-print(json.dumps({"docs": len(docs), "chars": sum(len(d.text) for d in docs), "seconds": dt,
+run(warm)
+out, times = [], []
+for d in docs:
+    t0 = time.perf_counter()
+    out.append(run(d))
+    times.append(time.perf_counter() - t0)
+print(json.dumps({"keys": keys, "chars": [len(d.text) for d in docs], "times": times,
                   "boundaries": out if name in ("onnx", "torch") else None}))
 """
+
+
+def _rate(d: dict, keys: set | None = None) -> tuple[int, int, float]:
+    """(documents, characters, seconds) of a worker's result, over ``keys`` only if given."""
+    sel = [i for i, k in enumerate(d["keys"]) if keys is None or tuple(k) in keys]
+    return len(sel), sum(d["chars"][i] for i in sel), sum(d["times"][i] for i in sel)
 
 
 def throughput(args) -> None:
@@ -127,24 +147,42 @@ def throughput(args) -> None:
     res = {}
     for name, prec in names:
         key = name if prec in (None, "fp32") else f"{name} {prec}"
-        cfg = {"name": name, "precision": prec, "paths": paths, "limit": args.limit}
+        limit = args.peer_limit if name in ("langchain", "chonkie") and args.peer_limit else args.limit
+        cfg = {"name": name, "precision": prec, "paths": paths, "limit": limit}
         r = _run([sys.executable, "-c", WORKER, json.dumps(cfg)])
         d = json.loads(r["out"].strip().splitlines()[-1])
         d["rss"] = r["rss"]
         res[key] = d
-        print(f"  {key}: {d['docs']} docs in {d['seconds']:.1f} s", file=sys.stderr)
-    first = next(iter(res.values()))
-    print(f"\nThroughput of the whole segmenter on {first['docs']} documents ({first['chars']:,} characters) "
-          f"from {args.sets}" + (f", at most {args.limit} per set" if args.limit else "") + f"; {load()}")
-    print(f"{'configuration':<14} {'docs/s':>8} {'kchars/s':>9} {'vs torch':>9} {'peak RSS MiB':>13}")
-    base = res["torch"]["docs"] / res["torch"]["seconds"]
+        print(f"  {key}: {len(d['keys'])} docs in {sum(d['times']):.1f} s ({load()})", file=sys.stderr)
+    n, chars, _ = _rate(res["torch"])
+    print(f"\nThroughput of the whole segmenter on {n} documents ({chars:,} characters) from {args.sets}"
+          + (f", at most {args.limit} per set" if args.limit else " (every document)") + f"; {load()}")
+    every = {tuple(k) for k in res["torch"]["keys"]}
+    groups = [("all", every)]
+    if len(paths) > 1:
+        groups += [(name, {k for k in every if k[0] == p}) for name, p in zip(args.sets.split(","), paths)]
+    print(f"{'configuration':<14} {'documents':<22} {'docs/s':>8} {'kchars/s':>9} {'vs torch':>9} {'peak RSS MiB':>13}")
     for key, d in res.items():
-        rate = d["docs"] / d["seconds"]
-        print(f"{key:<14} {rate:>8.2f} {d['chars'] / d['seconds'] / 1000:>9.1f} {rate / base:>8.2f}x {d['rss']:>13.0f}")
+        own = {tuple(k) for k in d["keys"]}
+        for gname, gkeys in groups:
+            sub = own & gkeys
+            if not sub:
+                continue
+            n, c, t = _rate(d, sub)
+            _, _, tt = _rate(res["torch"], sub)
+            label = f"{gname} ({n})"
+            rss = f"{d['rss']:.0f}" if gname == "all" else ""
+            print(f"{key:<14} {label:<22} {n / t:>8.2f} {c / t / 1000:>9.1f} {tt / t:>8.2f}x {rss:>13}")
     for key in res:
-        if key.startswith("onnx"):
+        if res[key]["boundaries"] is not None and key != "torch":
             same = sum(a == b for a, b in zip(res[key]["boundaries"], res["torch"]["boundaries"]))
-            print(f"{key}: boundaries equal to torch on {same} of {res[key]['docs']} documents")
+            print(f"{key}: boundaries equal to torch on {same} of {len(res[key]['keys'])} documents")
+    for key in ("langchain", "chonkie"):
+        if key in res:
+            sub = {tuple(k) for k in res[key]["keys"]}
+            _, _, tp = _rate(res[key], sub)
+            _, _, to = _rate(res["onnx"], sub)
+            print(f"onnx vs {key} on the same {len(sub)} documents: {tp / to:.2f}x")
 
 
 def main() -> None:
@@ -157,6 +195,8 @@ def main() -> None:
     t.add_argument("--sets", default="choi3,lectures_ai,lectures_physics")
     t.add_argument("--limit", type=int, default=0, help="at most N documents per set (0: all)")
     t.add_argument("--peers", action="store_true", help="also LangChain's and chonkie's semantic chunkers")
+    t.add_argument("--peer-limit", type=int, default=0,
+                   help="the peers on the first N documents per set only (they are slow); 0: same as --limit")
     t.add_argument("--precisions", default="fp32", help="ONNX precisions to run, e.g. fp32,int8")
     args = ap.parse_args()
     {"cold": cold, "throughput": throughput}[args.cmd](args)
