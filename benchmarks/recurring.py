@@ -88,7 +88,7 @@ def previous_rule_cuts(x: np.ndarray) -> list[int]:
     from headseg.segmenter.api import TopicParams, prepare_vectors
     from headseg.segmenter.search import SegmentCost, partition_penalised
 
-    x = prepare_vectors(np.asarray(x, dtype=np.float64), TopicParams())
+    x = prepare_vectors(np.asarray(x, dtype=np.float64), TopicParams(renormalize=True))  # as before issue 12
     d = x[1:] - x[:-1]
     s2 = max(float(np.einsum("ij,ij->i", d, d).mean()) / 2.0, 1e-9)
     return partition_penalised(SegmentCost(x, max_units=400), 0.55 * s2 * np.log(len(x)))
@@ -172,19 +172,20 @@ def main(argv=None) -> int:
                 units, bounds, orders = compose([docs[i] for i in group], kind)
                 if vectors is not None:
                     starts = np.cumsum([0] + [len(u) + 1 for u in units[:-1]])
-                    rows, offs, toks = [], [], []
+                    rows, offs, toks, lines = [], [], [], []
                     pos = 0
                     for i, o in zip(group, orders):
                         for r in o:
                             xr, dr, tr = vectors[i][r]
                             rows.append(xr)
                             toks.append(tr)
+                            lines.extend([pos] * len(tr))  # one reference unit per line
                             offs.extend(int(starts[pos]) + int(v) for v in dr)
                             pos += 1
                     if args.previous:
                         cuts = previous_rule_cuts(np.vstack(rows))
                     else:
-                        cuts = topic_cuts(np.vstack(rows), params, unit_tokens=np.concatenate(toks))
+                        cuts = topic_cuts(np.vstack(rows), params, unit_tokens=np.concatenate(toks), lines=lines)
                     chars = [offs[c] for c in cuts]
                 else:
                     text = "\n".join(units)

@@ -47,6 +47,11 @@ def unit_tokens(doc: dict) -> np.ndarray:
     return (np.append(doc["units"][1:], doc["len"]) - doc["units"]) / 4.0
 
 
+def unit_lines(doc: dict) -> np.ndarray:
+    """The line each cached unit starts on: the loaders join the reference units with line breaks."""
+    return np.searchsorted(doc["ref"], doc["units"], side="right") - 1
+
+
 def score(doc: dict, cuts) -> tuple[float, int]:
     """Pk of the cuts (segmenter unit indices) against the reference, and the predicted segment count."""
     from headseg.segmenter.evaluation.loaders import snap_offsets
@@ -64,7 +69,7 @@ def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
     pks, ratio = [], []
     for d in docs:
         k = len(d["bounds"]) + 1 if segments_oracle else None
-        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d))
+        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d), lines=unit_lines(d))
         pk, m = score(d, cuts)
         pks.append(pk)
         ratio.append(m / (len(d["bounds"]) + 1))

@@ -110,6 +110,20 @@ class TopicParams:
     #: subtract the document mean before comparing units (removes the shared
     #: "this is English prose" direction that makes every cosine positive)
     center: bool = True
+    #: rescale every centred vector to length 1 again (off: a generic unit, "Yes
+    #: please.", lies near the document mean, and renormalising would blow its
+    #: small remainder up into a full-length random direction)
+    renormalize: bool = False
+    #: consecutive units on one line (no line break between them) are compared as
+    #: one, their vectors averaged by tokens, while together they hold at most
+    #: this many tokens: the short sentences of a dialogue turn say little alone
+    #: (0 = every unit on its own; the segments still start at unit starts)
+    line_tokens: int = 32
+    #: a segment of ``T`` tokens pays ``β · (1 + short_surcharge · (1 − T / short_tokens))``
+    #: when ``T < short_tokens``: a few tokens make a noisy mean, so a short
+    #: segment needs more evidence (0 = no surcharge)
+    short_surcharge: float = 0.5
+    short_tokens: float = 64.0
 
 
 def unit_token_ranges(doc: TokenizedText, units: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -473,14 +487,33 @@ class Segmenter:
             if max_tokens is not None:
                 toks, token_limit = measure.additive_sizes(units, max_tokens)
                 sizes = np.stack([chars, toks], axis=1)
-        x = prepare_vectors(x, self.params)
         r = unit_token_ranges(doc, units)
-        weights = unit_weights(r[:, 1] - r[:, 0], self.params)
+        tokens = r[:, 1] - r[:, 0]
+        first = None
+        if self.params.line_tokens:
+            # Short units on one line (a dialogue turn's sentences) are compared as one;
+            # a group never outgrows a size limit, so every limit stays satisfiable.
+            limits = () if sizes is None else (limit,) if sizes.ndim == 1 else (limit, token_limit)
+            groups = line_groups(text, units, tokens, self.params.line_tokens, sizes, limits)
+            first_units = np.searchsorted(groups, np.arange(groups[-1] + 1), side="left")
+            ends = np.append(first_units[1:], n)
+            if max_tokens is not None and not measure.exact and not all(
+                    measure.span(units[a][0], units[b - 1][1]) <= max_tokens for a, b in zip(first_units, ends)):
+                groups = np.arange(n)  # a foreign counter's counts do not add up: no groups then
+            if 1 <= groups[-1] < n - 1 and (segments is None or segments <= groups[-1] + 1):
+                x, tokens, first = group_vectors(x, tokens, groups)
+                bounds = np.append(first, n)
+                units = [(units[a][0], units[b - 1][1]) for a, b in zip(bounds[:-1], bounds[1:])]
+                if sizes is not None:
+                    sizes = np.add.reduceat(sizes, first, axis=0)
+        x = prepare_vectors(x, self.params)
+        weights = unit_weights(tokens, self.params)
         cost = _make_cost(x, sizes, limit, lower, self.params.max_units, token_limit, weights)
-        cuts = search_cuts(cost, x, self.params, segments=segments, penalty=penalty)
+        cuts = search_cuts(cost, x, self.params, segments=segments, penalty=penalty, tokens=tokens)
         if max_tokens is not None and not measure.exact:
             cuts = _repair_cuts(cost, cuts, lambda a, b: measure.span(units[a][0], units[b - 1][1]) <= max_tokens)
-        return cuts, boundary_strength(cost, cuts)
+        scores = boundary_strength(cost, cuts)
+        return (cuts if first is None else [int(first[c]) for c in cuts]), scores
 
 
 def _checked(results: list, errors: str) -> Iterator[list]:
@@ -521,11 +554,12 @@ def _document(item: Any, text_field: str, id_field: str) -> tuple[str | None, An
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
-    """The unit vectors the topic search compares: centred on the document mean and renormalised."""
+    """The unit vectors the topic search compares: centred on the document mean (renormalised if asked)."""
     if params.center:
         x = x - x.mean(axis=0, keepdims=True)
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
+        if params.renormalize:
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
     return x
 
 
@@ -538,11 +572,68 @@ def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
 
 
 def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
-                penalty: float | None = None) -> list[int]:
-    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum."""
+                penalty: float | None = None, tokens=None) -> list[int]:
+    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
+
+    ``tokens [n]`` (the units' token counts) add the short-segment surcharge
+    (:class:`TopicParams` ``short_surcharge``) to the penalised search.
+    """
     if segments is not None:
         return partition_k(cost, min(segments, cost.n))
-    return partition_penalised(cost, boundary_penalty(x, params, params.penalty if penalty is None else penalty))
+    beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
+    extra = None
+    if tokens is not None and params.short_surcharge and params.short_tokens > 0:
+        ct = np.concatenate([[0.0], np.cumsum(np.asarray(tokens, dtype=np.float64))])
+        rate, full = float(params.short_surcharge), float(params.short_tokens)
+
+        def extra(a: np.ndarray, b: int) -> np.ndarray:
+            return beta[a] * rate * np.maximum(0.0, 1.0 - (ct[b] - ct[a]) / full)
+    return partition_penalised(cost, beta, extra=extra)
+
+
+def line_groups(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens: int,
+                sizes: np.ndarray | None = None, limits: Sequence[float | None] = ()) -> np.ndarray:
+    """Group index ``[U]`` of each unit: consecutive units with no line break between their
+    starts share a group while it holds at most ``max_tokens`` tokens (and, per column of
+    ``sizes [U, C]``, at most ``limits[c]``, so that any group fits the hard size limits alone).
+    """
+    n = len(units)
+    g = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return g
+    tokens = np.asarray(tokens, dtype=np.float64)
+    sizes = None if sizes is None else np.asarray(sizes, dtype=np.float64).reshape(n, -1)
+    cur, tot = 0, tokens[0]
+    size = None if sizes is None else sizes[0].copy()
+    for i in range(1, n):
+        same_line = max_tokens > 0 and "\n" not in text[units[i - 1][0]:units[i][0]]
+        fits = tot + tokens[i] <= max_tokens
+        if fits and size is not None:
+            fits = all(lim is None or size[c] + sizes[i, c] <= lim for c, lim in enumerate(limits))
+        if same_line and fits:
+            tot += tokens[i]
+            if size is not None:
+                size += sizes[i]
+        else:
+            cur, tot = cur + 1, tokens[i]
+            size = None if sizes is None else sizes[i].copy()
+        g[i] = cur
+    return g
+
+
+def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token-weighted mean vector, token count and first unit of each group."""
+    tokens = np.asarray(tokens, dtype=np.float64)
+    m = int(groups[-1]) + 1 if len(groups) else 0
+    w = np.maximum(tokens, 1e-9)
+    sums = np.zeros((m, x.shape[1]))
+    np.add.at(sums, groups, x * w[:, None])
+    mass = np.zeros(m)
+    np.add.at(mass, groups, w)
+    tok = np.zeros(m)
+    np.add.at(tok, groups, tokens)
+    first = np.searchsorted(groups, np.arange(m), side="left")
+    return sums / mass[:, None], tok, first
 
 
 def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
@@ -565,8 +656,9 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 
     Around boundary ``i`` the window is units ``[i − window, i + window)``.  The
     noise is half the mean squared distance between adjacent units there; the
-    autocorrelation at lag ``l`` the mean cosine of unit pairs ``l`` apart that
-    start there, minus the mean cosine of all pairs of the window (centring a
+    autocorrelation at lag ``l`` the mean dot product (the cosine, for unit-length
+    vectors) of unit pairs ``l`` apart that start there, minus the mean of all
+    pairs of the window (centring a
     short document on its mean pushes every cosine down by about ``1/(n − 1)``,
     which a long one does not feel; relative to the window's own average pair
     both read the same).  Prefix sums keep this O(n · L · D).
@@ -597,19 +689,33 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
-               penalty: float | None = None, unit_tokens=None) -> list[int]:
+               penalty: float | None = None, unit_tokens=None, lines=None) -> list[int]:
     """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
 
     The search :meth:`Segmenter.segment` runs, for vectors computed elsewhere
-    (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights.
+    (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights and
+    the short-segment surcharge, ``lines [n]`` the line each unit starts on
+    (for the line groups; without it, or without tokens, no groups).
     """
     params = params or TopicParams()
     if len(x) < 2:
         return []
-    x = prepare_vectors(np.asarray(x, dtype=np.float64), params)
+    x = np.asarray(x, dtype=np.float64)
+    first = None
+    if unit_tokens is not None and lines is not None and params.line_tokens:
+        lines = np.asarray(lines)
+        # unit i is the one character text[i], a line break where the next unit starts a new line
+        text = "".join("\n" if i + 1 < len(lines) and lines[i + 1] != lines[i] else " " for i in range(len(lines)))
+        groups = line_groups(text, [(i, i + 1) for i in range(len(lines))], unit_tokens, params.line_tokens)
+        if groups[-1] == 0 and segments is None:
+            return []
+        if segments is None or segments <= groups[-1] + 1:
+            x, unit_tokens, first = group_vectors(x, unit_tokens, groups)
+    x = prepare_vectors(x, params)
     weights = None if unit_tokens is None else unit_weights(unit_tokens, params)
     cost = SegmentCost(x, max_units=params.max_units, weights=weights)
-    return search_cuts(cost, x, params, segments=segments, penalty=penalty)
+    cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=unit_tokens)
+    return cuts if first is None else [int(first[c]) for c in cuts]
 
 
 def _check_splitter(splitter):

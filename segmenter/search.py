@@ -71,11 +71,13 @@ class SegmentCost:
         return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
-def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray) -> list[int]:
+def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray, extra=None) -> list[int]:
     """Start indices of segments 2..m minimising ``Σ cost + penalty·m``.
 
     ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
-    segment's start (a penalty that varies along the document).
+    segment's start (a penalty that varies along the document).  ``extra``: an
+    optional ``(starts [m], end) -> [m]`` cost added to each span (a surcharge
+    on short segments, say).
     """
     n = cost.n
     per_start = np.ndim(penalty) > 0
@@ -89,6 +91,8 @@ def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray) -> list[
         if a.size == 0:
             raise HeadsegError("no feasible segmentation under the size limits")
         total = best[a] + c + (penalty[a] if per_start else penalty)
+        if extra is not None:
+            total = total + extra(a, b)
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]

@@ -268,3 +268,41 @@ def test_sentence_splitter_hook(segmenter, embedded):
         segmenter.segment(text, level="unit", sentence_splitter=lambda t: [(0, 5)])
     with pytest.raises(HeadsegError):
         Segmenter(model=embedded, backend="torch", sentence_splitter="not callable")
+
+
+def test_line_groups_join_short_units_of_one_line_only():
+    from headseg.segmenter.api import group_vectors, line_groups
+
+    text = "Hi. Yes please. Book it.\nNo. A very long sentence here.\nOk."
+    starts = [0, 4, 16, 25, 29, 56]
+    units = list(zip(starts, starts[1:] + [len(text)]))
+    tokens = [2, 3, 3, 2, 20, 2]
+    assert list(line_groups(text, units, tokens, 8)) == [0, 0, 0, 1, 2, 3]
+    assert list(line_groups(text, units, tokens, 5)) == [0, 0, 1, 2, 3, 4]
+    assert list(line_groups(text, units, tokens, 0)) == [0, 1, 2, 3, 4, 5]
+    # a group never outgrows a size limit (characters here)
+    chars = np.asarray([b - a for a, b in units], float)
+    assert list(line_groups(text, units, tokens, 8, chars, (16,))) == [0, 0, 1, 2, 3, 4]
+    x = np.arange(12, dtype=float).reshape(6, 2)
+    gx, gt, first = group_vectors(x, tokens, np.asarray([0, 0, 0, 1, 2, 3]))
+    assert list(first) == [0, 3, 4, 5] and list(gt) == [8, 2, 20, 2]
+    assert gx[0] == pytest.approx((x[:3] * np.asarray(tokens[:3])[:, None]).sum(0) / 8)
+
+
+def test_short_segment_surcharge_and_grouped_cuts_map_to_units():
+    """The surcharge only ever removes boundaries; cuts on line groups are unit indices."""
+    from headseg.segmenter.api import TopicParams, topic_cuts
+
+    rng = np.random.default_rng(7)
+    x = _planted(rng, 6, 4, noise=2.0)
+    tokens = np.full(len(x), 6)
+    plain = topic_cuts(x, TopicParams(short_surcharge=0.0, line_tokens=0), unit_tokens=tokens)
+    taxed = topic_cuts(x, TopicParams(short_surcharge=2.0, short_tokens=60, line_tokens=0), unit_tokens=tokens)
+    assert len(taxed) <= len(plain)
+    # two units per line, grouped: every cut falls on a line start, and exact k still holds
+    lines = np.repeat(np.arange(len(x) // 2), 2)
+    cuts = topic_cuts(x, TopicParams(line_tokens=32), unit_tokens=tokens, lines=lines)
+    assert all(c % 2 == 0 for c in cuts)
+    assert len(topic_cuts(x, TopicParams(line_tokens=32), segments=5, unit_tokens=tokens, lines=lines)) == 4
+    # more segments than groups: the units themselves
+    assert len(topic_cuts(x, TopicParams(line_tokens=32), segments=20, unit_tokens=tokens, lines=lines)) == 19
