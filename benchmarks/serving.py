@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
 SETS = {"choi3": "choi/3/3-11", "lectures_ai": "lectures_ai", "lectures_physics": "lectures_physics",
-        "dialseg711": "dialseg711"}
+        "dialseg711": "dialseg711", "choi1": "choi/1", "choi2": "choi/2"}
 
 
 def load() -> str:
