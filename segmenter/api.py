@@ -203,7 +203,8 @@ class Segmenter:
         ONNX; ``"torch"`` is the reference.  ``artifact``: serve this exported
         artifact directory (its ``profile.json`` is the default profile).
         ``device``: auto, cpu or cuda; ``precision``: fp32, fp16 or int8 instead
-        of the device's default; ``threads``: onnxruntime intra-op threads.
+        of the device's default (int8 on CPU, fp16 on CUDA; fp32 gives exactly
+        the torch backend's boundaries); ``threads``: onnxruntime intra-op threads.
         ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
         spaCy...) for the units instead of the sentence rules.
         """

@@ -10,6 +10,7 @@ from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, cache_dir
+from headseg.export.backend import default_precision
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 
 from . import options
@@ -61,18 +62,19 @@ def run(args) -> int:
     loaded = load_model(args.model)
     profile = profile_for(args, loaded)
     phash = profile.hash()
-    out = args.out or cache_dir(loaded.info.fingerprint, phash, args.precision)
+    precision = args.precision or default_precision(args.device)
+    out = args.out or cache_dir(loaded.info.fingerprint, phash, precision)
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
     if not args.quiet:
         print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
-              f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {args.precision} ...", file=sys.stderr)
+              f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
     m = export_artifact(
         loaded,
         heads,
         phash,
         out,
-        precision=args.precision,
+        precision=precision,
         attention=args.attention,
         norms=args.norms,
         truncate=not args.no_truncate,
@@ -112,8 +114,9 @@ def register(sub) -> None:
     p.add_argument("--heads", metavar="L:H,...", default=None, help="export these heads instead of a profile")
     p.add_argument("--out", metavar="DIR", default=None, help="artifact directory (default: the cache)")
     p.add_argument("--cache", action="store_true", help="write into the cache (the default when --out is omitted)")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="fp32; fp16 (for GPUs); int8 (dynamic quantisation, for CPUs)")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="fp32 (exactly the torch path's boundaries); fp16 (for GPUs); int8 (dynamic quantisation, "
+                        "for CPUs); default: what `segment` serves on --device (int8 on CPU, fp16 on CUDA)")
     p.add_argument("--attention", action="store_true", help="also output the heads' attention rows [B, N, T, T]")
     p.add_argument("--norms", action="store_true", help="also output the value-vector norms ‖f_h(x)‖ [B, N, T]")
     p.add_argument("--no-truncate", action="store_true",

@@ -36,7 +36,9 @@ def test_to_dict_equals_the_cli_json_record(model_dir, tmp_path, options):
     result = Segmenter(model=str(model_dir), backend="torch", device="cpu").segment(TEXT, **kwargs)
     assert result.to_dict(document=str(src)) == record
     assert json.loads(result.to_json(document=str(src))) == record
-    assert len(record["segments"]) > 1 and all(r["token_count"] is not None for r in record["segments"])
+    # the options force several segments; without any, this short text may be one topic
+    assert len(record["segments"]) > 1 or not options
+    assert all(r["token_count"] is not None for r in record["segments"])
 
     # jsonl: the same segment records, one a line
     assert main(["segment", str(src), "--format", "jsonl", "--out", str(out), *common, *options]) == 0

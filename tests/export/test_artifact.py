@@ -12,7 +12,7 @@ from headseg.analysis import TorchBackend, windows_from_text
 from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, ProfileError
 from headseg.analysis.profile import HeadProfile
 from headseg.export.artifact import cache_dir, read_manifest
-from headseg.export.backend import OnnxBackend, cuda_provider_works, make_backend
+from headseg.export.backend import OnnxBackend, cuda_provider_works, make_backend, precision_preference
 from headseg.export.exporter import export_artifact
 
 HEADS = [(1, 3), (2, 0)]
@@ -128,8 +128,9 @@ def test_make_backend_cache(tiny_bert, monkeypatch, tmp_path):
     assert isinstance(make_backend(tiny_bert, prof, backend="torch"), TorchBackend)
     with pytest.raises(ArtifactError, match="headseg export"):
         make_backend(tiny_bert, prof, backend="onnx", device="cpu", export=False)
-    where = cache_dir(tiny_bert.info.fingerprint, prof.hash(), "fp32")
-    assert where == tmp_path / "cache" / "onnx" / f"{tiny_bert.info.fingerprint}-{prof.hash()}-fp32"
+    default = precision_preference("cpu")[0]
+    where = cache_dir(tiny_bert.info.fingerprint, prof.hash(), default)
+    assert where == tmp_path / "cache" / "onnx" / f"{tiny_bert.info.fingerprint}-{prof.hash()}-{default}"
     # backend="onnx" exports into the cache when nothing is there, with the profile and tokenizer inside.
     b = make_backend(tiny_bert, prof, backend="onnx", device="cpu", quiet=True)
     assert isinstance(b, OnnxBackend) and b.artifact_dir == where
@@ -137,7 +138,7 @@ def test_make_backend_cache(tiny_bert, monkeypatch, tmp_path):
     assert (where / "tokenizer.json").is_file()
     for kind in ("auto", "onnx"):
         b = make_backend(tiny_bert, prof, backend=kind, device="cpu")
-        assert isinstance(b, OnnxBackend) and b.precision == "fp32"
+        assert isinstance(b, OnnxBackend) and b.precision == default
     # Another profile has no artifact: auto falls back to torch.
     other = _profile(tiny_bert, heads=[(0, 0)])
     assert isinstance(make_backend(tiny_bert, other, backend="auto", device="cpu"), TorchBackend)
@@ -162,7 +163,8 @@ def test_cli_export_out_and_use(tiny_bert, model_dir, tmp_path, capsys):
     from headseg.cli import main
 
     out = tmp_path / "cli"
-    assert main(["export", "--model", str(model_dir), "--heads", "2:1,0:3", "--out", str(out), "--quiet"]) == 0
+    assert main(["export", "--model", str(model_dir), "--heads", "2:1,0:3", "--out", str(out), "--precision", "fp32",
+                 "--quiet"]) == 0
     text = capsys.readouterr().out
     assert str(out) in text and "max abs error" in text
     m = read_manifest(out)
@@ -179,9 +181,10 @@ def test_cli_export_to_cache_with_profile(tiny_bert, model_dir, tmp_path, monkey
     monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "c"))
     prof = _profile(tiny_bert)
     prof.save(tmp_path / "heads.json")
+    # no --precision: what `segment` serves on this device (int8 on CPU)
     rc = main(["export", "--model", str(model_dir), "--profile", str(tmp_path / "heads.json"),
-               "--precision", "int8", "--json", "--quiet"])
-    assert rc == 0
+               "--device", "cpu", "--json", "--quiet"])
+    assert rc == 0 and precision_preference("cpu")[0] == "int8"
     printed = json.loads(capsys.readouterr().out)
     assert printed["artifact"] == str(cache_dir(tiny_bert.info.fingerprint, prof.hash(), "int8"))
     b = make_backend(tiny_bert, prof, backend="onnx", device="cpu", precision="int8")
@@ -194,7 +197,9 @@ def test_make_backend_refuses_artifact_lacking_profile_heads(tiny_bert, monkeypa
     monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path))
     prof = _profile(tiny_bert)
     # Right hash, but only the unit heads were exported (not the topic heads).
-    export_artifact(tiny_bert, prof.heads, prof.hash(), cache_dir(tiny_bert.info.fingerprint, prof.hash(), "fp32"))
+    export_artifact(tiny_bert, prof.heads, prof.hash(),
+                    cache_dir(tiny_bert.info.fingerprint, prof.hash(), precision_preference("cpu")[0]),
+                    precision=precision_preference("cpu")[0])
     with pytest.raises(ArtifactError, match="lacks head"):
         make_backend(tiny_bert, prof, backend="onnx", device="cpu")
     assert isinstance(make_backend(tiny_bert, prof, backend="auto", device="cpu"), TorchBackend)

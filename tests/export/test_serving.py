@@ -14,7 +14,7 @@ import pytest
 from headseg.analysis.errors import ArtifactError
 from headseg.analysis.io import read_text
 from headseg.export.artifact import read_manifest
-from headseg.export.backend import OnnxBackend
+from headseg.export.backend import OnnxBackend, precision_preference
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "examples" / "sample.txt"
@@ -36,6 +36,16 @@ def served():
     from headseg import Segmenter
 
     seg = Segmenter(quiet=True)
+    assert seg.backend.name == "onnx" and seg.backend.precision == "int8"
+    return seg
+
+
+@pytest.fixture(scope="module")
+def served_fp32():
+    """The fp32 serving engine on the embedded model (what reproduces the torch path)."""
+    from headseg import Segmenter
+
+    seg = Segmenter(precision="fp32", quiet=True)
     assert seg.backend.name == "onnx" and seg.backend.precision == "fp32"
     return seg
 
@@ -46,17 +56,33 @@ def tiny_dir(tiny_bert_dir):
 
 
 @pytest.mark.slow
-def test_fp32_serving_gives_the_torch_boundaries(served):
+def test_fp32_serving_gives_the_torch_boundaries(served_fp32):
     from headseg import Segmenter
 
     ref = Segmenter(backend="torch")
     texts = _dev_texts()
-    got, want = served.segment_many(texts), ref.segment_many(texts)
+    got, want = served_fp32.segment_many(texts), ref.segment_many(texts)
     assert [g.boundaries for g in got] == [w.boundaries for w in want]
     # units (the lecture has no punctuation: the heads' detector) and a hard size limit
     for text in texts[2:4]:
-        assert served.segment(text, level="unit").boundaries == ref.segment(text, level="unit").boundaries
-        assert served.segment(text, max_chars=600).boundaries == ref.segment(text, max_chars=600).boundaries
+        assert served_fp32.segment(text, level="unit").boundaries == ref.segment(text, level="unit").boundaries
+        assert served_fp32.segment(text, max_chars=600).boundaries == ref.segment(text, max_chars=600).boundaries
+
+
+@pytest.mark.slow
+def test_int8_results_do_not_depend_on_the_batch(served):
+    """Dynamic quantisation scales activations per input tensor: each window runs alone."""
+    from headseg.analysis.text import tokenize
+
+    texts = _dev_texts()
+    items = []
+    for t in texts:
+        tok = tokenize(t, served.loaded.tokenizer)
+        items.append((tok, served.units(t, doc=tok)))
+    together = served._vectors_many(items)
+    for item, x in zip(items, together):
+        np.testing.assert_array_equal(served._vectors_many([item])[0], x)
+    assert [s.boundaries for s in served.segment_many(texts)] == [served.segment(t).boundaries for t in texts]
 
 
 @pytest.mark.slow
@@ -144,7 +170,8 @@ def test_first_use_exports_once_even_with_two_processes(tiny_dir, tmp_path):
     assert sum(e.count("exporting the ONNX serving graph") for _, e in outs) == 1
     art = Path(firsts[0].split(" ", 1)[1])
     m = read_manifest(art)
-    assert m.parity["z_max_abs_error"] <= 1e-4
+    assert m.precision == precision_preference("cpu")[0]
+    assert m.parity["reference"] == "torch fp32 cpu" and m.parity["z_min_cosine"] > 0
     assert not [p for p in art.parent.iterdir() if p.name.startswith(".") and p.is_dir()]
     # A third process finds it and exports nothing.
     r = subprocess.run([sys.executable, "-c", code, str(tiny_dir)], capture_output=True, text=True, env=env,
