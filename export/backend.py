@@ -27,6 +27,8 @@ from headseg.analysis.text import Window
 from .artifact import PRECISIONS, cache_dir, check_graph_file, check_matches, read_manifest
 
 _OUTPUT_FOR = {"attention": "head_attn", "norms": "head_fnorm"}
+#: the token axes of each graph output (``head_z [B, N, T, d]``, ``head_attn [B, N, T, T]``...)
+_TOKEN_AXES = {"head_z": (2,), "head_attn": (2, 3), "head_fnorm": (2,), "last_hidden_state": (1,)}
 
 #: the names make_backend takes
 BACKENDS = ("auto", "onnx", "torch")
@@ -61,7 +63,8 @@ class OnnxSession:
     (a :class:`DeviceError` if CUDA is not really usable).
     """
 
-    def __init__(self, graph: str | os.PathLike, device: str | None = "auto", threads: int | None = None):
+    def __init__(self, graph: str | os.PathLike, device: str | None = "auto", threads: int | None = None,
+                 per_window: bool = False):
         ort = _ort()
         if device in (None, "auto"):
             want_cuda = cuda_provider_works()
@@ -76,7 +79,20 @@ class OnnxSession:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        if threads:
+        self.per_window = per_window
+        self._pool = None
+        workers = int(threads) if threads else (os.cpu_count() or 1)
+        if per_window and not want_cuda:
+            # One window is too little work to split over threads (measured: 2 intra-op
+            # threads on single windows barely beat one); instead each thread runs
+            # whole windows, single-threaded, side by side (1.5x on 2 cores).
+            opts.intra_op_num_threads = 1
+            opts.inter_op_num_threads = 1
+            if workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-ort")
+        elif threads:
             opts.intra_op_num_threads = int(threads)
         # Idle worker threads sleep instead of spinning: on a machine whose cores are
         # shared (a server, a Ray node) spinning burns the CPU the other threads need
@@ -126,8 +142,32 @@ class OnnxSession:
         return {n: np.asarray(r, dtype=np.float32) for n, r in zip(outputs, res)}
 
     def run_batch(self, windows: Sequence[Window], pad_id: int, outputs: Sequence[str]) -> dict:
-        ids, mask = pad_batch(windows, pad_id)
-        return self.run_arrays(ids, mask.astype(np.int64), outputs)
+        """Run ``windows`` (padded to the longest); per window, each in its own call, when ``per_window``."""
+        if not self.per_window:
+            ids, mask = pad_batch(windows, pad_id)
+            return self.run_arrays(ids, mask.astype(np.int64), outputs)
+
+        def one(w: Window) -> dict:
+            ids, mask = pad_batch([w], pad_id)
+            return self.run_arrays(ids, mask.astype(np.int64), outputs)
+
+        parts = list(self._pool.map(one, windows)) if self._pool is not None and len(windows) > 1 else \
+            [one(w) for w in windows]
+        t = max(len(w) for w in windows)
+        out = {}
+        for name in outputs:
+            # token axes padded with zeros to the longest window, as in a padded batch
+            axes = _TOKEN_AXES.get(name, (1,))
+            arrs = [np.pad(r[name], [(0, t - len(w)) if a in axes else (0, 0) for a in range(r[name].ndim)])
+                    for r, w in zip(parts, windows)]
+            out[name] = np.concatenate(arrs, axis=0)
+        return out
+
+    def close(self) -> None:
+        """Stop the worker threads of a per-window session (idle ones cost nothing but a thread each)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 #: what one onnxruntime call costs beyond its tokens, in padded-token equivalents: on
@@ -169,9 +209,10 @@ class OnnxBackend:
     """Runs an exported artifact and returns :class:`HeadActivations`, like ``TorchBackend``.
 
     ``artifact_dir`` is checked against ``loaded`` (model fingerprint) and, if
-    given, ``profile_hash``; ``batch_size`` bounds one onnxruntime call (an int8
-    graph runs one window per call, so that its results do not depend on the
-    batch), larger lists of windows are cut by :func:`plan_chunks`.
+    given, ``profile_hash``; ``batch_size`` bounds one onnxruntime call, larger
+    lists of windows are cut by :func:`plan_chunks` (an int8 graph runs one
+    window per call, so that its results do not depend on the batch; on CPU
+    ``threads`` windows at a time).
     """
 
     name = "onnx"
@@ -191,17 +232,18 @@ class OnnxBackend:
         check_matches(self.manifest, loaded.info.fingerprint or None, profile_hash, str(self.artifact_dir),
                       weights_digest=loaded.weights_digest)
         graph = check_graph_file(self.artifact_dir, self.manifest)
-        self.session = OnnxSession(graph, device=device, threads=threads)
+        # int8 graphs quantise activations dynamically, with one scale per input
+        # tensor: in a batch, a window's vectors would depend on the other windows
+        # (measured: up to 0.08 apart), so a document's boundaries on what it is
+        # batched with.  One window per call keeps every window's result its own
+        # (and computes no padding); on CPU the windows run side by side.
+        self.per_window = self.manifest.precision == "int8"
+        self.session = OnnxSession(graph, device=device, threads=threads, per_window=self.per_window)
         self.device = self.session.device
         self.heads = tuple(self.manifest.heads)
         if batch_size < 1:
             raise HeadsegError("batch size must be at least 1")
-        # int8 graphs quantise activations dynamically, with one scale per input
-        # tensor: in a batch, a window's vectors would depend on the other windows
-        # (measured: up to 0.08 apart), so a document's boundaries on what it is
-        # batched with.  One window per call keeps every window's result its own,
-        # at ~15 % of int8's speed (no padding is computed either).
-        self.batch_size = 1 if self.manifest.precision == "int8" else batch_size
+        self.batch_size = batch_size
 
     @property
     def info(self):
@@ -248,7 +290,10 @@ class OnnxBackend:
         attn = np.zeros((B, N, T, T), dtype=np.float32) if attention else None
         fnorm = np.zeros((B, N, T), dtype=np.float32) if norms else None
         order = sorted(range(B), key=lambda i: (len(windows[i]), i))
-        cuts = plan_chunks([len(windows[i]) for i in order], self.batch_size, CALL_COST_TOKENS[self.device])
+        if self.per_window:  # padding costs nothing there: plain runs of batch_size
+            cuts = [(a, min(a + self.batch_size, B)) for a in range(0, B, self.batch_size)]
+        else:
+            cuts = plan_chunks([len(windows[i]) for i in order], self.batch_size, CALL_COST_TOKENS[self.device])
         for s, e in cuts:
             chunk = order[s:e]
             res = self.session.run_batch([windows[i] for i in chunk], pad_id, outputs)
