@@ -162,6 +162,29 @@ def test_int8_close_to_torch(tiny_bert, tmp_path):
     assert 0 < m.parity["z_max_abs_error"] and m.parity["z_min_cosine"] < 1.0
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_int8_windows_run_alone_whatever_the_batch(tiny_bert, tmp_path, threads):
+    """An int8 graph runs each window in its own call: a batch gives exactly each window's own result."""
+    heads = [(1, 0), (2, 2)]
+    out = tmp_path / "int8"
+    export_artifact(tiny_bert, heads, "h", out, precision="int8", attention=True, norms=True)
+    backend = OnnxBackend(tiny_bert, out, device="cpu", threads=threads, batch_size=3)
+    assert backend.per_window
+    ws = _mixed_windows(tiny_bert.tokenizer)
+    assert len({len(w) for w in ws}) > 1
+    batch = backend.capture(ws, attention=True, norms=True)
+    T = max(len(w) for w in ws)
+    for i, w in enumerate(ws):
+        alone = backend.capture([w], attention=True, norms=True)
+        n = len(w)
+        np.testing.assert_array_equal(batch.z[i, :, :n], alone.z[0])
+        np.testing.assert_array_equal(batch.attn[i, :, :n, :n], alone.attn[0])
+        np.testing.assert_array_equal(batch.fnorm[i, :, :n], alone.fnorm[0])
+        # padding is zeros, as in a padded batch
+        assert not batch.z[i, :, n:].any() and not batch.attn[i, :, n:, :].any() and not batch.attn[i, :, :, n:].any()
+        assert batch.z.shape[2] == T and batch.attention_mask[i].sum() == n
+
+
 def test_fp16_keeps_io_types_and_is_close(tiny_bert, tmp_path):
     import onnx
 
