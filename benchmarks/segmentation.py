@@ -224,7 +224,10 @@ def render(results_dir: Path, out: Path, datasets: list[tuple[str, str]]) -> Non
         machines.setdefault(desc, []).append(load)
     for cmd, items in sorted(by_cmd.items(), key=lambda kv: min(kv[1])):
         sets = ", ".join(dict.fromkeys(n for _, n in sorted(items)))
-        lines.append(f"- `{cmd}` (started {min(items)[0]}; data sets: {sets})")
+        # the same command may have run again (a new segmenter): its latest results are the cached ones
+        first, last = min(items)[0], max(items)[0]
+        when = f"started {first}" if first[:13] == last[:13] else f"first started {first}, last data set started {last}"
+        lines.append(f"- `{cmd}` ({when}; data sets: {sets})")
     for desc, loads in machines.items():
         nums = sorted(float(x) for x in loads if x != "?")
         lo, hi = (f"{nums[0]:.1f}", f"{nums[-1]:.1f}") if nums else ("?", "?")
