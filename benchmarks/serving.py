@@ -47,15 +47,22 @@ def load() -> str:
 
 
 def _run(cmd: list[str], env=None) -> dict:
-    """Run a command; wall seconds, CPU seconds and peak RSS (MiB) of that process alone."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    out, err = proc.stdout.read(), proc.stderr.read()
-    proc.stdout.close()
-    proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
+    """Run a command; wall seconds, CPU seconds and peak RSS (MiB) of that process alone.
+
+    Output goes to temporary files, not pipes: ``os.wait4`` (which gives the
+    child's own resource usage) must not wait on a child blocked writing to a
+    full pipe (a worker's JSON for a thousand documents is larger than one).
+    """
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        out_f.seek(0)
+        err_f.seek(0)
+        out, err = out_f.read(), err_f.read()
+    if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode(errors='replace')[-2000:]}")
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
             "out": out.decode(), "err": err.decode()}
