@@ -495,14 +495,14 @@ class Segmenter:
             # Short units on one line (a dialogue turn's sentences) are compared as one;
             # a group never outgrows a size limit, so every limit stays satisfiable.
             limits = () if sizes is None else (limit,) if sizes.ndim == 1 else (limit, token_limit)
-            groups = line_groups(text, units, tokens, self.params.line_tokens, sizes, limits)
-            first_units = np.searchsorted(groups, np.arange(groups[-1] + 1), side="left")
-            ends = np.append(first_units[1:], n)
+            groups = line_groups(starts_same_line(text, units), tokens, self.params.line_tokens, sizes, limits)
+            starts = group_starts(groups)
+            ends = np.append(starts[1:], n)
             if max_tokens is not None and not measure.exact and not all(
-                    measure.span(units[a][0], units[b - 1][1]) <= max_tokens for a, b in zip(first_units, ends)):
+                    measure.span(units[a][0], units[b - 1][1]) <= max_tokens for a, b in zip(starts, ends)):
                 groups = np.arange(n)  # a foreign counter's counts do not add up: no groups then
-            if 1 <= groups[-1] < n - 1 and (segments is None or segments <= groups[-1] + 1):
-                x, tokens, first = group_vectors(x, tokens, groups)
+            x, tokens, first = group_units(x, tokens, groups, segments)
+            if first is not None:
                 bounds = np.append(first, n)
                 units = [(units[a][0], units[b - 1][1]) for a, b in zip(bounds[:-1], bounds[1:])]
                 if sizes is not None:
@@ -592,13 +592,22 @@ def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments:
     return partition_penalised(cost, beta, extra=extra)
 
 
-def line_groups(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens: int,
-                sizes: np.ndarray | None = None, limits: Sequence[float | None] = ()) -> np.ndarray:
-    """Group index ``[U]`` of each unit: consecutive units with no line break between their
-    starts share a group while it holds at most ``max_tokens`` tokens (and, per column of
-    ``sizes [U, C]``, at most ``limits[c]``, so that any group fits the hard size limits alone).
+def starts_same_line(text: str, units: Sequence[tuple[int, int]]) -> np.ndarray:
+    """``[U]`` bool: unit ``i`` starts on the line unit ``i - 1`` started on (no line break between; the first: False)."""
+    out = np.zeros(len(units), dtype=bool)
+    for i in range(1, len(units)):
+        out[i] = "\n" not in text[units[i - 1][0]:units[i][0]]
+    return out
+
+
+def line_groups(same_line, tokens, max_tokens: int, sizes: np.ndarray | None = None,
+                limits: Sequence[float | None] = ()) -> np.ndarray:
+    """Group index ``[U]`` of each unit: consecutive units on one line (``same_line [U]``,
+    :func:`starts_same_line`) share a group while it holds at most ``max_tokens`` tokens (and,
+    per column of ``sizes [U, C]``, at most ``limits[c]``, so that any group fits the hard size
+    limits alone).
     """
-    n = len(units)
+    n = len(same_line)
     g = np.zeros(n, dtype=np.int64)
     if n == 0:
         return g
@@ -607,11 +616,10 @@ def line_groups(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens:
     cur, tot = 0, tokens[0]
     size = None if sizes is None else sizes[0].copy()
     for i in range(1, n):
-        same_line = max_tokens > 0 and "\n" not in text[units[i - 1][0]:units[i][0]]
         fits = tot + tokens[i] <= max_tokens
         if fits and size is not None:
             fits = all(lim is None or size[c] + sizes[i, c] <= lim for c, lim in enumerate(limits))
-        if same_line and fits:
+        if max_tokens > 0 and same_line[i] and fits:
             tot += tokens[i]
             if size is not None:
                 size += sizes[i]
@@ -622,10 +630,17 @@ def line_groups(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens:
     return g
 
 
+def group_starts(groups: np.ndarray) -> np.ndarray:
+    """First unit of each group, for non-decreasing group indices ``[U]`` starting at 0."""
+    m = int(groups[-1]) + 1 if len(groups) else 0
+    return np.searchsorted(groups, np.arange(m), side="left")
+
+
 def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token-weighted mean vector, token count and first unit of each group."""
     tokens = np.asarray(tokens, dtype=np.float64)
-    m = int(groups[-1]) + 1 if len(groups) else 0
+    first = group_starts(groups)
+    m = len(first)
     w = np.maximum(tokens, 1e-9)
     sums = np.zeros((m, x.shape[1]))
     np.add.at(sums, groups, x * w[:, None])
@@ -633,8 +648,20 @@ def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray
     np.add.at(mass, groups, w)
     tok = np.zeros(m)
     np.add.at(tok, groups, tokens)
-    first = np.searchsorted(groups, np.arange(m), side="left")
     return sums / mass[:, None], tok, first
+
+
+def group_units(x: np.ndarray, tokens, groups: np.ndarray, segments: int | None = None):
+    """``(x, tokens, first)`` of the groups the search compares, or the units' own with ``first=None``.
+
+    Units stay alone when grouping changes nothing (every unit its own group) or
+    leaves nothing to cut (one group), and when ``segments`` asks for more
+    segments than there are groups.
+    """
+    n = len(groups)
+    if 1 <= groups[-1] < n - 1 and (segments is None or segments <= groups[-1] + 1):
+        return group_vectors(x, tokens, groups)
+    return x, tokens, None
 
 
 def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
@@ -705,13 +732,9 @@ def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int |
     first = None
     if unit_tokens is not None and lines is not None and params.line_tokens:
         lines = np.asarray(lines)
-        # unit i is the one character text[i], a line break where the next unit starts a new line
-        text = "".join("\n" if i + 1 < len(lines) and lines[i + 1] != lines[i] else " " for i in range(len(lines)))
-        groups = line_groups(text, [(i, i + 1) for i in range(len(lines))], unit_tokens, params.line_tokens)
-        if groups[-1] == 0 and segments is None:
-            return []
-        if segments is None or segments <= groups[-1] + 1:
-            x, unit_tokens, first = group_vectors(x, unit_tokens, groups)
+        same_line = np.concatenate([[False], lines[1:] == lines[:-1]])
+        groups = line_groups(same_line, unit_tokens, params.line_tokens)
+        x, unit_tokens, first = group_units(x, unit_tokens, groups, segments)
     x = prepare_vectors(x, params)
     weights = None if unit_tokens is None else unit_weights(unit_tokens, params)
     cost = SegmentCost(x, max_units=params.max_units, weights=weights)

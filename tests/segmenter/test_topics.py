@@ -271,18 +271,20 @@ def test_sentence_splitter_hook(segmenter, embedded):
 
 
 def test_line_groups_join_short_units_of_one_line_only():
-    from headseg.segmenter.api import group_vectors, line_groups
+    from headseg.segmenter.api import group_vectors, line_groups, starts_same_line
 
     text = "Hi. Yes please. Book it.\nNo. A very long sentence here.\nOk."
     starts = [0, 4, 16, 25, 29, 56]
     units = list(zip(starts, starts[1:] + [len(text)]))
     tokens = [2, 3, 3, 2, 20, 2]
-    assert list(line_groups(text, units, tokens, 8)) == [0, 0, 0, 1, 2, 3]
-    assert list(line_groups(text, units, tokens, 5)) == [0, 0, 1, 2, 3, 4]
-    assert list(line_groups(text, units, tokens, 0)) == [0, 1, 2, 3, 4, 5]
+    same = starts_same_line(text, units)
+    assert list(same) == [False, True, True, False, True, False]
+    assert list(line_groups(same, tokens, 8)) == [0, 0, 0, 1, 2, 3]
+    assert list(line_groups(same, tokens, 5)) == [0, 0, 1, 2, 3, 4]
+    assert list(line_groups(same, tokens, 0)) == [0, 1, 2, 3, 4, 5]
     # a group never outgrows a size limit (characters here)
     chars = np.asarray([b - a for a, b in units], float)
-    assert list(line_groups(text, units, tokens, 8, chars, (16,))) == [0, 0, 1, 2, 3, 4]
+    assert list(line_groups(same, tokens, 8, chars, (16,))) == [0, 0, 1, 2, 3, 4]
     x = np.arange(12, dtype=float).reshape(6, 2)
     gx, gt, first = group_vectors(x, tokens, np.asarray([0, 0, 0, 1, 2, 3]))
     assert list(first) == [0, 3, 4, 5] and list(gt) == [8, 2, 20, 2]
