@@ -163,12 +163,6 @@ class OnnxSession:
             out[name] = np.concatenate(arrs, axis=0)
         return out
 
-    def close(self) -> None:
-        """Stop the worker threads of a per-window session (idle ones cost nothing but a thread each)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
-
 
 #: what one onnxruntime call costs beyond its tokens, in padded-token equivalents: on
 #: CPU a call is cheap and every padded token is computed; on CUDA launches dominate
@@ -321,12 +315,16 @@ def precision_preference(device: str) -> tuple[str, ...]:
     return ("fp16", "fp32") if device == "cuda" else ("int8",)
 
 
+def serving_device(device: str | None = "auto") -> str:
+    """``cpu`` or ``cuda``: ``auto``/None is CUDA when onnxruntime really works on it, else CPU."""
+    if device in (None, "auto"):
+        return "cuda" if cuda_provider_works() else "cpu"
+    return device
+
+
 def default_precision(device: str | None = "auto") -> str:
-    """The precision served by default on ``device`` (auto: CUDA when it really works, else CPU)."""
-    target = device or "auto"
-    if target == "auto":
-        target = "cuda" if cuda_provider_works() else "cpu"
-    return precision_preference(target)[0]
+    """The precision served by default on ``device`` (see :func:`serving_device`)."""
+    return precision_preference(serving_device(device))[0]
 
 
 def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) -> Path | None:
@@ -462,9 +460,7 @@ def _onnx_backend(loaded, profile, backend, device, artifact, precision, export,
         return _open_for_profile(loaded, Path(artifact), device or "auto", profile, threads)
     if profile is None:
         raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact (--artifact)")
-    target = device or "auto"
-    if target == "auto":
-        target = "cuda" if cuda_provider_works() else "cpu"
+    target = serving_device(device)
     prefs = (precision,) if precision else precision_preference(target)
     fingerprint = loaded.info.fingerprint
     directory = find_cached(fingerprint, profile.hash(), prefs)
