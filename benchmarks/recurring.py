@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         from headseg.segmenter.api import Segmenter
 
         seg = Segmenter(backend="torch", params=params)
-    from headseg.segmenter.api import topic_cuts
+    from headseg.segmenter.api import heading_units, topic_cuts
 
     if args.previous and not args.cache:
         raise SystemExit("--previous needs --cache")
@@ -185,7 +185,11 @@ def main(argv=None) -> int:
                     if args.previous:
                         cuts = previous_rule_cuts(np.vstack(rows))
                     else:
-                        cuts = topic_cuts(np.vstack(rows), params, unit_tokens=np.concatenate(toks), lines=lines)
+                        tokens = np.concatenate(toks)
+                        text = "\n".join(units)
+                        spans = list(zip(offs, offs[1:] + [len(text)]))
+                        cuts = topic_cuts(np.vstack(rows), params, unit_tokens=tokens, lines=lines,
+                                          headings=heading_units(text, spans, tokens, params.heading_tokens))
                     chars = [offs[c] for c in cuts]
                 else:
                     text = "\n".join(units)

@@ -26,17 +26,25 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import numpy as np  # noqa: E402
 
-from segmentation import DATASETS, slug  # noqa: E402
+from segmentation import DATASETS, DEFAULT_ROOT, slug  # noqa: E402
 
 
-def load_cache(path: Path, limit: int | None = None) -> list[dict]:
+def load_cache(path: Path, limit: int | None = None, data: Path | None = None) -> list[dict]:
+    """The cached documents; with ``data`` (the data set's folder) also their texts, for the headings."""
     z = np.load(path, allow_pickle=False)
     ids = list(z["ids"])
     docs = []
     for i, d in enumerate(ids[:limit] if limit else ids):
         docs.append({"id": str(d), "x": z[f"x{i}"].astype(np.float64), "units": z[f"u{i}"], "ref": z[f"r{i}"],
                      "bounds": z[f"b{i}"], "len": int(z[f"len{i}"][0]),
-                     "tokens": z[f"t{i}"] if f"t{i}" in z.files else None})
+                     "tokens": z[f"t{i}"] if f"t{i}" in z.files else None, "text": None})
+    if data is not None:
+        from headseg.segmenter.evaluation.loaders import iter_documents
+
+        for doc, d in zip(docs, iter_documents(data, limit=len(docs))):
+            if d.id != doc["id"] or len(d.text) != doc["len"]:
+                raise SystemExit(f"{path}: document {doc['id']} does not match {data}; rebuild the cache")
+            doc["text"] = d.text
     return docs
 
 
@@ -45,6 +53,17 @@ def unit_tokens(doc: dict) -> np.ndarray:
     if doc["tokens"] is not None:
         return doc["tokens"]
     return (np.append(doc["units"][1:], doc["len"]) - doc["units"]) / 4.0
+
+
+def unit_headings(doc: dict, params) -> np.ndarray | None:
+    """Which cached units are headings (None without the document's text)."""
+    from headseg.segmenter.api import heading_units
+
+    if doc["text"] is None:
+        return None
+    starts = [int(v) for v in doc["units"]]
+    spans = list(zip(starts, starts[1:] + [doc["len"]]))
+    return heading_units(doc["text"], spans, unit_tokens(doc), params.heading_tokens)
 
 
 def unit_lines(doc: dict) -> np.ndarray:
@@ -69,7 +88,8 @@ def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
     pks, ratio = [], []
     for d in docs:
         k = len(d["bounds"]) + 1 if segments_oracle else None
-        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d), lines=unit_lines(d))
+        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d), lines=unit_lines(d),
+                          headings=unit_headings(d, params))
         pk, m = score(d, cuts)
         pks.append(pk)
         ratio.append(m / (len(d["bounds"]) + 1))
@@ -118,6 +138,7 @@ def parse_value(v: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
+    ap.add_argument("--data-root", default=str(DEFAULT_ROOT), help="the documents' texts, for the headings")
     ap.add_argument("--datasets", default=None, help="comma-separated names (default: every cached one)")
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
@@ -134,7 +155,7 @@ def main(argv=None) -> int:
     for n in names:
         p = Path(args.cache) / f"{slug(n)}.npz"
         if p.exists():
-            data[n] = load_cache(p, args.limit or None)
+            data[n] = load_cache(p, args.limit or None, Path(args.data_root) / dict(DATASETS)[n])
     if args.gains:
         print("| data set | true boundary: median (10th pct) | best split inside a true segment: median (90th pct) "
               "| segment length (median) |")

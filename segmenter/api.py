@@ -35,7 +35,7 @@ from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, 
 
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
 from .tokens import TokenCounterSpec, resolve_token_counter
-from .units import UnitParams, find_units
+from .units import UnitParams, find_units, looks_like_heading
 
 LEVELS = ("topic", "unit")
 
@@ -104,7 +104,7 @@ class TopicParams:
     max_lag: int = 100
     #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a
     #: unit of a few tokens has a noisy vector (0 = every unit weighs the same)
-    weight_tokens: float = 16.0
+    weight_tokens: float = 8.0
     #: longest segment considered, in units (bounds the search to O(n·max_units))
     max_units: int = 400
     #: subtract the document mean before comparing units (removes the shared
@@ -119,6 +119,13 @@ class TopicParams:
     #: this many tokens: the short sentences of a dialogue turn say little alone
     #: (0 = every unit on its own; the segments still start at unit starts)
     line_tokens: int = 32
+    #: a heading (a unit alone on its line, of at most this many tokens, that
+    #: reads as a label or a title: "2.", "B.", "Introduction", "## Results",
+    #: "3.1 Methods"; :func:`looks_like_heading`) is compared together with the
+    #: line after it, so it opens the next segment instead of closing the
+    #: previous one: alone, its few tokens give a noisy vector that the search
+    #: hands to either side (0 = off)
+    heading_tokens: int = 8
     #: a segment of ``T`` tokens pays ``β · (1 + short_surcharge · (1 − T / short_tokens))``
     #: when ``T < short_tokens``: a few tokens make a noisy mean, so a short
     #: segment needs more evidence (0 = no surcharge)
@@ -491,11 +498,14 @@ class Segmenter:
         r = unit_token_ranges(doc, units)
         tokens = r[:, 1] - r[:, 0]
         first = None
-        if self.params.line_tokens:
-            # Short units on one line (a dialogue turn's sentences) are compared as one;
-            # a group never outgrows a size limit, so every limit stays satisfiable.
+        if self.params.line_tokens or self.params.heading_tokens:
+            # Short units on one line (a dialogue turn's sentences) are compared as one, and
+            # a heading with the line after it; a group never outgrows a size limit, so
+            # every limit stays satisfiable.
             limits = () if sizes is None else (limit,) if sizes.ndim == 1 else (limit, token_limit)
-            groups = line_groups(starts_same_line(text, units), tokens, self.params.line_tokens, sizes, limits)
+            headings = heading_units(text, units, tokens, self.params.heading_tokens)
+            groups = line_groups(starts_same_line(text, units), tokens, self.params.line_tokens, sizes, limits,
+                                 headings=headings)
             starts = group_starts(groups)
             ends = np.append(starts[1:], n)
             if max_tokens is not None and not measure.exact and not all(
@@ -600,12 +610,29 @@ def starts_same_line(text: str, units: Sequence[tuple[int, int]]) -> np.ndarray:
     return out
 
 
+def heading_units(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens: int) -> np.ndarray:
+    """``[U]`` bool: unit ``i`` is a heading — alone on its line, at most ``max_tokens``
+    tokens (``tokens [U]``), and reads as a label or a title (:func:`looks_like_heading`).
+    """
+    n = len(units)
+    out = np.zeros(n, dtype=bool)
+    if not max_tokens or n < 2:
+        return out
+    same = starts_same_line(text, units)
+    alone = ~same
+    alone[:-1] &= ~same[1:]
+    for i in np.flatnonzero(alone & (np.asarray(tokens) <= max_tokens)):
+        out[i] = looks_like_heading(text[units[i][0]:units[i][1]])
+    return out
+
+
 def line_groups(same_line, tokens, max_tokens: int, sizes: np.ndarray | None = None,
-                limits: Sequence[float | None] = ()) -> np.ndarray:
+                limits: Sequence[float | None] = (), headings=None) -> np.ndarray:
     """Group index ``[U]`` of each unit: consecutive units on one line (``same_line [U]``,
-    :func:`starts_same_line`) share a group while it holds at most ``max_tokens`` tokens (and,
-    per column of ``sizes [U, C]``, at most ``limits[c]``, so that any group fits the hard size
-    limits alone).
+    :func:`starts_same_line`) share a group while it holds at most ``max_tokens`` tokens, and
+    the unit after a heading (``headings [U]`` bool, :func:`heading_units`) joins the heading's
+    group whatever its length; a group holds, per column of ``sizes [U, C]``, at most
+    ``limits[c]``, so that any group fits the hard size limits alone.
     """
     n = len(same_line)
     g = np.zeros(n, dtype=np.int64)
@@ -616,10 +643,11 @@ def line_groups(same_line, tokens, max_tokens: int, sizes: np.ndarray | None = N
     cur, tot = 0, tokens[0]
     size = None if sizes is None else sizes[0].copy()
     for i in range(1, n):
-        fits = tot + tokens[i] <= max_tokens
-        if fits and size is not None:
-            fits = all(lim is None or size[c] + sizes[i, c] <= lim for c, lim in enumerate(limits))
-        if max_tokens > 0 and same_line[i] and fits:
+        after_heading = headings is not None and bool(headings[i - 1])
+        join = after_heading or (max_tokens > 0 and same_line[i] and tot + tokens[i] <= max_tokens)
+        if join and size is not None:
+            join = all(lim is None or size[c] + sizes[i, c] <= lim for c, lim in enumerate(limits))
+        if join:
             tot += tokens[i]
             if size is not None:
                 size += sizes[i]
@@ -717,23 +745,25 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
-               penalty: float | None = None, unit_tokens=None, lines=None) -> list[int]:
+               penalty: float | None = None, unit_tokens=None, lines=None, headings=None) -> list[int]:
     """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
 
     The search :meth:`Segmenter.segment` runs, for vectors computed elsewhere
     (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights and
     the short-segment surcharge, ``lines [n]`` the line each unit starts on
-    (for the line groups; without it, or without tokens, no groups).
+    (for the line groups; without it, or without tokens, no groups), ``headings [n]``
+    which units are headings (:func:`heading_units`; the search cannot then cut
+    between a heading and the unit after it).
     """
     params = params or TopicParams()
     if len(x) < 2:
         return []
     x = np.asarray(x, dtype=np.float64)
     first = None
-    if unit_tokens is not None and lines is not None and params.line_tokens:
-        lines = np.asarray(lines)
+    if unit_tokens is not None and (lines is not None or headings is not None):
+        lines = np.arange(len(x)) if lines is None else np.asarray(lines)
         same_line = np.concatenate([[False], lines[1:] == lines[:-1]])
-        groups = line_groups(same_line, unit_tokens, params.line_tokens)
+        groups = line_groups(same_line, unit_tokens, params.line_tokens, headings=headings)
         x, unit_tokens, first = group_units(x, unit_tokens, groups, segments)
     x = prepare_vectors(x, params)
     weights = None if unit_tokens is None else unit_weights(unit_tokens, params)

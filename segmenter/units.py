@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import regex
 
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
@@ -56,6 +57,37 @@ class UnitParams:
     commit: str = "all"
     #: with commit="all", peaks this close to a window's end wait for the next window (right context)
     margin: int = 16
+
+
+#: an enumeration label on its own: "1.", "6.4", "(b)", "IV.", "A )"
+_LABEL = regex.compile(r"^[(\[]?(?:\d+(?:[.\-]\d+)*|\p{L}|[IVXLCivxlc]+)\s*[.):\]]?\s*\.?$")
+#: a numbered heading: "2. Related work", "3.1 Methods", "B) Results"
+_NUMBERED = regex.compile(r"^[(\[]?(?:\d+(?:\.\d+)*|\p{Lu}|[IVXLC]+)[.):\]]?\s+\w")
+_MARKDOWN = regex.compile(r"^#{1,6}\s")
+_WORD = regex.compile(r"\w[\w'\u2019-]*")
+_TERMINAL = regex.compile(r"\p{Sentence_Terminal}[\p{Pe}\p{Pf}\"']*$")
+
+
+def looks_like_heading(text: str, max_words: int = 4) -> bool:
+    """Whether a line reads as a heading or a label rather than a sentence.
+
+    True for a Markdown heading, an enumeration label ("1.", "6.4", "(b)"), a
+    numbered heading without a sentence terminal ("3.1 Methods") and a short
+    title whose words all start with a capital or a digit ("Introduction",
+    "Elburn, Ill.") unless it ends in ``?`` or ``!``.  Scripts without case
+    have no titles by this rule, only labels and Markdown headings.  Short
+    replies that are capitalised ("OK.") pass too; the caller bounds the length.
+    """
+    s = text.strip()
+    if not s:
+        return False
+    if _MARKDOWN.match(s) or _LABEL.match(s):
+        return True
+    if _NUMBERED.match(s) and not _TERMINAL.search(s):
+        return True
+    words = _WORD.findall(s)
+    return (0 < len(words) <= max_words and not s.endswith(("?", "!"))
+            and all(w[0].isupper() or w[0].isdigit() for w in words))
 
 
 def _merge_blank(text: str, spans):

@@ -308,3 +308,65 @@ def test_short_segment_surcharge_and_grouped_cuts_map_to_units():
     assert len(topic_cuts(x, TopicParams(line_tokens=32), segments=5, unit_tokens=tokens, lines=lines)) == 4
     # more segments than groups: the units themselves
     assert len(topic_cuts(x, TopicParams(line_tokens=32), segments=20, unit_tokens=tokens, lines=lines)) == 19
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("1 .", True), ("6.4 .", True), ("(b)", True), ("IV.", True), ("## Results", True), ("3.1 Methods", True),
+    ("2. Related work", True), ("Introduction", True), ("Elburn , Ill .", True),
+    ("2. We ran the tests.", False), ("Yes please.", False), ("Thanks!", False), ("Is it snowing out", False),
+    ("The prospects look great .", False), ("Where is the hospital?", False), ("第一章", False), ("", False),
+])
+def test_looks_like_heading(line, expected):
+    from headseg.segmenter.units import looks_like_heading
+
+    assert looks_like_heading(line) is expected
+
+
+def test_headings_join_the_line_after_them():
+    from headseg.segmenter.api import heading_units, line_groups, starts_same_line
+
+    text = "1. Bees\nBees dance. They fly.\nIntroduction\nBread rises.\nOK so.\nThe end.\n## Last"
+    starts = [0, 8, 20, 30, 43, 56, 63, 72]
+    units = list(zip(starts, starts[1:] + [len(text)]))
+    assert [text[a:b].strip() for a, b in units] == [
+        "1. Bees", "Bees dance.", "They fly.", "Introduction", "Bread rises.", "OK so.", "The end.", "## Last"]
+    tokens = np.asarray([3, 3, 3, 1, 3, 3, 3, 3])
+    heads = heading_units(text, units, tokens, 8)
+    # "OK so." is a sentence; the last heading has nothing after it
+    assert list(heads) == [True, False, False, True, False, False, False, True]
+    assert not heading_units(text, units, tokens, 0).any()
+    assert list(heading_units(text, units, tokens, 2)) == [False, False, False, True, False, False, False, False]
+    same = starts_same_line(text, units)
+    # a heading's group takes the next unit whatever the token cap; units on one line still group under it
+    assert list(line_groups(same, tokens, 0, headings=heads)) == [0, 0, 1, 2, 2, 3, 4, 5]
+    assert list(line_groups(same, tokens, 32, headings=heads)) == [0, 0, 0, 1, 1, 2, 3, 4]
+    # never past a size limit
+    chars = np.asarray([b - a for a, b in units], float)
+    assert list(line_groups(same, tokens, 0, chars, (10,), headings=heads)) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_a_heading_opens_the_segment_after_it():
+    """A heading whose vector leans back to the topic before it still opens the next segment."""
+    from headseg.segmenter.api import TopicParams, topic_cuts
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(2, 32)) * 3
+    x = np.vstack([a + rng.normal(size=(8, 32)), a + rng.normal(size=(1, 32)), b + rng.normal(size=(8, 32))])
+    tokens = np.full(len(x), 12)
+    tokens[8] = 2  # a heading's few tokens
+    heads = np.zeros(len(x), bool)
+    heads[8] = True
+    plain = topic_cuts(x, TopicParams(), unit_tokens=tokens)
+    assert plain == [9]  # alone, unit 8 goes with the topic it resembles
+    assert topic_cuts(x, TopicParams(), unit_tokens=tokens, headings=heads) == [8]
+    assert topic_cuts(x, TopicParams(), segments=2, unit_tokens=tokens, headings=heads) == [8]
+
+
+@pytest.mark.slow
+def test_numbered_headings_open_their_sections(segmenter):
+    paragraphs = SAMPLE.read_text(encoding="utf-8").strip().split("\n\n")
+    for labels in (["1.", "2.", "3."], ["## Bees", "## Bread", "## Computers"]):
+        text = "\n\n".join(f"{h}\n{p}" for h, p in zip(labels, paragraphs)) + "\n"
+        result = segmenter.segment(text)
+        assert [s.text.split("\n")[0] for s in result] == labels
+        assert "".join(s.text for s in result) == text
