@@ -19,6 +19,12 @@ from .io import atomic_write_json
 
 PROFILE_VERSION = 1
 
+#: weight of each first-layer head beside each last-layer head in the default topic
+#: selection: the first layer's context vectors keep the words themselves (similarity
+#: at long range), the last layer's the sentence's meaning; a quarter was best on the
+#: full dev sets (docs/segmenter.md, *Which heads*)
+FIRST_LAYER_TOPIC_WEIGHT = 0.25
+
 
 @dataclass
 class HeadProfile:
@@ -36,7 +42,8 @@ class HeadProfile:
     statistics: dict = field(default_factory=dict)
     version: int = PROFILE_VERSION
     #: heads whose unit-pooled vectors are compared for *topic* segmentation
-    #: (None: every head of the last layer); ``heads`` serve unit detection.
+    #: (None: every head of the last layer, and of the first at a quarter of the
+    #: weight); ``heads`` serve unit detection.
     topic_heads: list[tuple[int, int]] | None = None
     topic_weights: list[float] | None = None
 
@@ -69,14 +76,19 @@ class HeadProfile:
 
     def topic_selection(self, num_layers: int | None = None, num_heads: int | None = None
                         ) -> tuple[list[tuple[int, int]], list[float]]:
-        """Topic heads and weights; defaults to every head of the last layer."""
+        """Topic heads and weights; defaults to every head of the last layer, and every head
+        of the first layer at :data:`FIRST_LAYER_TOPIC_WEIGHT` of their weight."""
         if self.topic_heads is not None:
             return list(self.topic_heads), list(self.topic_weights)
         L = num_layers or self.num_layers
         H = num_heads or self.num_heads
         if not L or not H:
             raise ProfileError("the profile has no topic heads and no model size to default them from")
-        return [(L - 1, h) for h in range(H)], [1.0 / H] * H
+        heads, weights = [(L - 1, h) for h in range(H)], [1.0 / H] * H
+        if L > 1:
+            heads += [(0, h) for h in range(H)]
+            weights += [FIRST_LAYER_TOPIC_WEIGHT / H] * H
+        return heads, weights
 
     @property
     def capture_heads(self) -> list[tuple[int, int]]:
@@ -154,8 +166,9 @@ class HeadProfile:
     def hash(self) -> str:
         """Hash of what affects outputs (model, heads, weights), for artifact manifests."""
         key = {"fp": self.model_fingerprint, "heads": self.heads, "weights": self.weights}
-        if self.topic_heads is not None:
-            key["topic"] = [self.topic_heads, self.topic_weights]
+        if self.topic_heads is not None or (self.num_layers and self.num_heads):
+            # the default selection too: an artifact exported for another default lacks heads
+            key["topic"] = list(self.topic_selection())
         key = json.dumps(key, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -177,7 +190,8 @@ def default_profile_path() -> Path:
 
 
 def fallback_profile(info) -> HeadProfile:
-    """Every head of the last layer, equal weights: the paper's sentence-block layer.
+    """Every head of the last layer, equal weights (the paper's sentence-block layer),
+    for units; topics read the default selection (:meth:`HeadProfile.topic_selection`).
 
     ``info`` is a :class:`~headseg.analysis.model.ModelInfo` (or anything with
     ``name``, ``fingerprint``, ``num_layers`` and ``num_heads``).
@@ -205,7 +219,7 @@ def resolve_profile(info, profile: "HeadProfile | str | os.PathLike | None" = No
     * a :class:`HeadProfile` or a path to one: used, and refused
       (:class:`ProfileError`) if it was made for another model;
     * ``None``: the profile shipped for the embedded model if it was made for
-      this model, else :func:`fallback_profile` (every head of the last layer).
+      this model, else :func:`fallback_profile` (every head of the last layer for units).
     """
     if profile is None:
         path = default_profile_path()

@@ -95,7 +95,7 @@ class TopicParams:
     penalty: float = 0.3
     #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
     #: turn) must not open a segment of its own
-    floor: float = 1.5
+    floor: float = 1.3
     #: ``σ²`` and ``R`` are measured on the units within this many units of a
     #: candidate boundary, so a long document or a concatenation keeps each
     #: part's own scale
@@ -251,7 +251,8 @@ class Segmenter:
         info = self.loaded.info
         # Unit detection reads the profile's separator-focused heads; topic
         # similarity reads the topic heads (default: the whole last layer, which
-        # compares sentences best: docs/segmenter.md).
+        # compares sentences best, and the first layer at a quarter of the weight,
+        # which keeps their words: docs/segmenter.md).
         self.heads, self.weights = _sorted_selection(self.profile.heads, self.profile.weights)
         self.topic_heads, self.topic_weights = _sorted_selection(
             *self.profile.topic_selection(info.num_layers, info.num_heads))

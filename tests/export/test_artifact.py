@@ -221,12 +221,13 @@ def test_cli_bad_input(model_dir, tmp_path, capsys, argv, code, match):
 
 def test_cli_no_profile_exports_the_segmenters_fallback(tiny_bert, model_dir, tmp_path):
     # The shipped profile belongs to the embedded model: for another model the one
-    # profile policy gives every head of the last layer, and export exports exactly that.
+    # profile policy gives every head of the last layer (units and topics) and of the
+    # first layer (topics), and export exports exactly those.
     from headseg.cli import main
 
     assert main(["export", "--model", str(model_dir), "--out", str(tmp_path / "o"), "--quiet"]) == 0
-    last = tiny_bert.info.num_layers - 1
-    assert read_manifest(tmp_path / "o").heads == [(last, h) for h in range(tiny_bert.info.num_heads)]
+    last, H = tiny_bert.info.num_layers - 1, tiny_bert.info.num_heads
+    assert read_manifest(tmp_path / "o").heads == [(0, h) for h in range(H)] + [(last, h) for h in range(H)]
 
 
 def test_cli_profile_for_another_model(tiny_roberta, model_dir, tmp_path, capsys):
