@@ -11,6 +11,10 @@ boundaries.  ``benchmarks/topic_sweep.py`` reads them.
     python benchmarks/topic_cache.py --datasets choi/3 --limit 20
 
 Resumable: a data set whose file exists is skipped (``--redo`` recomputes).
+
+``--all-heads`` caches every head of the model instead of the profile's topic
+heads, each normalised and unweighted, in float16 (default ``runs/topic_cache_all``,
+with the head list): ``topic_sweep.py --layers 5:1,0:0.25`` mixes layers from it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from headseg.analysis.io import atomic_save_npz  # noqa: E402
 from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
 
 
-def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8) -> int:
+def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8,
+                  dtype=np.float32) -> int:
     from headseg.analysis.text import tokenize
     from headseg.segmenter.api import unit_token_ranges
     from headseg.segmenter.evaluation.loaders import iter_documents
@@ -52,7 +57,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
         for d, (tok, units), x in zip(chunk, items, vectors):
             i = len(ids)
             ids.append(d.id)
-            arrays[f"x{i}"] = x.astype(np.float32)
+            arrays[f"x{i}"] = x.astype(dtype)
             arrays[f"u{i}"] = np.asarray([a for a, _ in units], np.int64)
             arrays[f"r{i}"] = np.asarray(d.starts, np.int64)
             arrays[f"b{i}"] = np.asarray(d.boundaries, np.int64)
@@ -61,6 +66,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
             arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
         print(f"  {path.name}: {len(ids)}/{len(docs)}", file=sys.stderr, flush=True)
     arrays["ids"] = np.asarray(ids)
+    arrays["heads"] = np.asarray(seg.topic_heads, np.int64)
     atomic_save_npz(out, **arrays)
     return len(ids)
 
@@ -88,7 +94,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
     ap.add_argument("--datasets", default=None, help="names or prefixes, as benchmarks/segmentation.py")
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
-    ap.add_argument("--out", default=str(REPO / "runs" / "topic_cache"))
+    ap.add_argument("--out", default=None, help="default runs/topic_cache (runs/topic_cache_all with --all-heads)")
+    ap.add_argument("--all-heads", action="store_true", help="every head, unweighted, float16")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--redo", action="store_true")
     ap.add_argument("--add-tokens", action="store_true", help="only add unit token counts to existing caches")
@@ -99,7 +106,11 @@ def main(argv=None) -> int:
     from headseg.segmenter.api import Segmenter
 
     seg = Segmenter(backend="torch")
-    out_dir = Path(args.out)
+    if args.all_heads:
+        info = seg.loaded.info
+        seg.topic_heads = [(l, h) for l in range(info.num_layers) for h in range(info.num_heads)]
+        seg.topic_weights = np.ones(len(seg.topic_heads))
+    out_dir = Path(args.out or REPO / "runs" / ("topic_cache_all" if args.all_heads else "topic_cache"))
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, rel in select_datasets(args.datasets):
         target = out_dir / f"{slug(name)}.npz"
@@ -112,7 +123,8 @@ def main(argv=None) -> int:
             print(f"{name}: cached", file=sys.stderr)
             continue
         t0 = time.perf_counter()
-        n = cache_dataset(seg, Path(args.data_root) / rel, target, args.limit or None)
+        n = cache_dataset(seg, Path(args.data_root) / rel, target, args.limit or None,
+                          dtype=np.float16 if args.all_heads else np.float32)
         print(f"{name}: {n} documents in {time.perf_counter() - t0:.0f} s (load {os.getloadavg()[0]:.1f})",
               file=sys.stderr, flush=True)
     return 0

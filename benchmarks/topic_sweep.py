@@ -126,6 +126,36 @@ def gains(docs: list[dict]) -> dict:
             "length": f"{np.median(lengths):g}"}
 
 
+def mix_layers(docs: list[dict], heads: np.ndarray, spec: str) -> list[dict]:
+    """Documents whose vectors concatenate the given layers' heads of an all-heads cache, each
+    head weighted ``sqrt(w / H)`` as :func:`headseg.segmenter.api.pool_units` does."""
+    weights = {int(l): float(w) for l, _, w in (p.partition(":") for p in spec.split(","))}
+    n_heads = int(heads[:, 1].max()) + 1
+    out = []
+    for d in docs:
+        x = d["x"].reshape(len(d["x"]), len(heads), -1)
+        cols = [np.sqrt(weights[int(l)] / n_heads) * x[:, i] for i, (l, _) in enumerate(heads) if int(l) in weights]
+        out.append({**d, "x": np.concatenate(cols, axis=1)})
+    return out
+
+
+def sweep_layers(data: dict, specs: list[str], oracle: bool, designs: list) -> int:
+    """One row per layer mixture and TopicParams design (``designs``: ``(label, params)``)."""
+    cols = list(data)
+    print("| layers (LAYER:WEIGHT) | " + " | ".join(cols) + " | mean |")
+    print("|---|" + "---:|" * (len(cols) + 1))
+    for spec in specs:
+        mixed = {n: mix_layers(docs, heads, spec) for n, (docs, heads) in data.items()}
+        for label, params in designs:
+            for k_oracle in ([False, True] if oracle else [False]):
+                res = {n: run_design(docs, params, k_oracle) for n, docs in mixed.items()}
+                cells = [f"{r['pk']:.3f} ({r['ratio']:.2f})" for r in res.values()]
+                mean = np.mean([r["pk"] for r in res.values()])
+                name = spec + ("" if label == "default" else f", {label}") + (" k oracle" if k_oracle else "")
+                print(f"| {name} | " + " | ".join(cells) + f" | {mean:.3f} |", flush=True)
+    return 0
+
+
 def parse_value(v: str):
     for cast in (int, float):
         try:
@@ -143,6 +173,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
     ap.add_argument("--oracle", action="store_true", help="also score with the reference number of segments")
+    ap.add_argument("--layers", action="append", default=[],
+                    help="with an --all-heads cache: LAYER:WEIGHT,... per head relative to the last layer's "
+                         "(e.g. 5:1,0:0.25); repeat to compare mixtures")
     ap.add_argument("--gains", action="store_true",
                     help="print what a penalty must separate: savings of true boundaries and of spurious splits")
     args = ap.parse_args(argv)
@@ -156,6 +189,11 @@ def main(argv=None) -> int:
         p = Path(args.cache) / f"{slug(n)}.npz"
         if p.exists():
             data[n] = load_cache(p, args.limit or None, Path(args.data_root) / dict(DATASETS)[n])
+            if args.layers:
+                with np.load(p, allow_pickle=False) as z:
+                    if "heads" not in z.files:
+                        raise SystemExit(f"{p}: no head list; --layers needs a topic_cache.py --all-heads cache")
+                    data[n] = (data[n], z["heads"])
     if args.gains:
         print("| data set | true boundary: median (10th pct) | best split inside a true segment: median (90th pct) "
               "| segment length (median) |")
@@ -171,6 +209,12 @@ def main(argv=None) -> int:
             raise SystemExit(f"unknown TopicParams field {name}")
         grid_names.append(name)
         grid_values.append([parse_value(v) for v in values.split(",")])
+    if args.layers:
+        designs = []
+        for combo in itertools.product(*grid_values) if grid_values else [()]:
+            label = ", ".join(f"{k}={v}" for k, v in zip(grid_names, combo)) or "default"
+            designs.append((label, TopicParams(**dict(zip(grid_names, combo)))))
+        return sweep_layers(data, args.layers, args.oracle, designs)
     cols = list(data)
     print("| design | " + " | ".join(cols) + " | mean |")
     print("|---|" + "---:|" * (len(cols) + 1))
