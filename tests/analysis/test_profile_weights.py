@@ -56,3 +56,19 @@ def test_segment_with_a_nan_profile_exits_4(tmp_path, tiny_bert, capsys):
     err = capsys.readouterr().err
     assert rc == 4 and err.startswith("headseg: error: ") and err.count("\n") == 1
     assert "finite non-negative" in err
+
+
+def test_default_topic_heads_are_the_last_layer_and_the_first_at_a_quarter():
+    from headseg.analysis.profile import FIRST_LAYER_TOPIC_WEIGHT
+
+    base = dict(model_fingerprint="f", heads=[(1, 0)], weights=[1.0], num_layers=3, num_heads=2)
+    heads, weights = HeadProfile(**base).topic_selection()
+    assert heads == [(2, 0), (2, 1), (0, 0), (0, 1)]
+    assert weights == pytest.approx([0.5, 0.5, FIRST_LAYER_TOPIC_WEIGHT / 2, FIRST_LAYER_TOPIC_WEIGHT / 2])
+    assert sorted(HeadProfile(**base).capture_heads) == [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]
+    # a one-layer model has only its last layer
+    assert HeadProfile(**{**base, "num_layers": 1}).topic_selection() == ([(0, 0), (0, 1)], [0.5, 0.5])
+    # the default selection is part of the hash: an artifact made for the last layer alone is not reused
+    last_only = HeadProfile(**base, topic_heads=[(2, 0), (2, 1)], topic_weights=[0.5, 0.5])
+    explicit = HeadProfile(**base, topic_heads=heads, topic_weights=weights)
+    assert HeadProfile(**base).hash() == explicit.hash() != last_only.hash()
