@@ -170,6 +170,7 @@ def main(argv=None) -> int:
             for g in range(0, args.docs, size):
                 group = list(range(g, g + size))
                 units, bounds, orders = compose([docs[i] for i in group], kind)
+                text = "\n".join(units)
                 if vectors is not None:
                     starts = np.cumsum([0] + [len(u) + 1 for u in units[:-1]])
                     rows, offs, toks, lines = [], [], [], []
@@ -186,13 +187,11 @@ def main(argv=None) -> int:
                         cuts = previous_rule_cuts(np.vstack(rows))
                     else:
                         tokens = np.concatenate(toks)
-                        text = "\n".join(units)
                         spans = list(zip(offs, offs[1:] + [len(text)]))
                         cuts = topic_cuts(np.vstack(rows), params, unit_tokens=tokens, lines=lines,
                                           headings=heading_units(text, spans, tokens, params.heading_tokens))
                     chars = [offs[c] for c in cuts]
                 else:
-                    text = "\n".join(units)
                     chars = list(seg.segment(text).boundaries)
                 pk, m = score(units, bounds, chars)
                 pks.append(pk)

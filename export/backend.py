@@ -66,16 +66,11 @@ class OnnxSession:
     def __init__(self, graph: str | os.PathLike, device: str | None = "auto", threads: int | None = None,
                  per_window: bool = False):
         ort = _ort()
-        if device in (None, "auto"):
-            want_cuda = cuda_provider_works()
-        elif device == "cuda":
-            if not cuda_provider_works():
-                raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
-            want_cuda = True
-        elif device == "cpu":
-            want_cuda = False
-        else:
+        if device not in (None, "auto", "cpu", "cuda"):
             raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
+        if device == "cuda" and not cuda_provider_works():
+            raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+        want_cuda = serving_device(device) == "cuda"
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3

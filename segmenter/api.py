@@ -504,9 +504,9 @@ class Segmenter:
             # a heading with the line after it; a group never outgrows a size limit, so
             # every limit stays satisfiable.
             limits = () if sizes is None else (limit,) if sizes.ndim == 1 else (limit, token_limit)
-            headings = heading_units(text, units, tokens, self.params.heading_tokens)
-            groups = line_groups(starts_same_line(text, units), tokens, self.params.line_tokens, sizes, limits,
-                                 headings=headings)
+            same_line = starts_same_line(text, units)
+            headings = heading_units(text, units, tokens, self.params.heading_tokens, same_line=same_line)
+            groups = line_groups(same_line, tokens, self.params.line_tokens, sizes, limits, headings=headings)
             starts = group_starts(groups)
             ends = np.append(starts[1:], n)
             if max_tokens is not None and not measure.exact and not all(
@@ -611,15 +611,17 @@ def starts_same_line(text: str, units: Sequence[tuple[int, int]]) -> np.ndarray:
     return out
 
 
-def heading_units(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens: int) -> np.ndarray:
+def heading_units(text: str, units: Sequence[tuple[int, int]], tokens, max_tokens: int,
+                  same_line: np.ndarray | None = None) -> np.ndarray:
     """``[U]`` bool: unit ``i`` is a heading — alone on its line, at most ``max_tokens``
     tokens (``tokens [U]``), and reads as a label or a title (:func:`looks_like_heading`).
+    ``same_line``: :func:`starts_same_line` of the units, when the caller has it already.
     """
     n = len(units)
     out = np.zeros(n, dtype=bool)
     if not max_tokens or n < 2:
         return out
-    same = starts_same_line(text, units)
+    same = starts_same_line(text, units) if same_line is None else np.asarray(same_line, dtype=bool)
     alone = ~same
     alone[:-1] &= ~same[1:]
     for i in np.flatnonzero(alone & (np.asarray(tokens) <= max_tokens)):

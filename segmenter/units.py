@@ -29,7 +29,7 @@ import regex
 
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
-from headseg.analysis.text import make_window, split_sentences, tile_spans, window_width
+from headseg.analysis.text import _CLOSER, make_window, split_sentences, tile_spans, window_width
 
 
 @dataclass
@@ -65,7 +65,8 @@ _LABEL = regex.compile(r"^[(\[]?(?:\d+(?:[.\-]\d+)*|\p{L}|[IVXLCivxlc]+)\s*[.):\
 _NUMBERED = regex.compile(r"^[(\[]?(?:\d+(?:\.\d+)*|\p{Lu}|[IVXLC]+)[.):\]]?\s+\w")
 _MARKDOWN = regex.compile(r"^#{1,6}\s")
 _WORD = regex.compile(r"\w[\w'\u2019-]*")
-_TERMINAL = regex.compile(r"\p{Sentence_Terminal}[\p{Pe}\p{Pf}\"']*$")
+#: a sentence terminal at the end, closing quotes or brackets after it (the closers of the sentence rules)
+_TERMINAL = regex.compile(rf"\p{{Sentence_Terminal}}{_CLOSER}*$")
 
 
 def looks_like_heading(text: str, max_words: int = 4) -> bool:
