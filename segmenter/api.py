@@ -33,11 +33,10 @@ from headseg.analysis.progress import progress_bar
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.analysis.text import TokenizedText, Window, make_window, tokenize, window_width
 
+from .options import LEVELS, SegmentOptions, validate_options
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
 from .tokens import TokenCounterSpec, resolve_token_counter
 from .units import UnitParams, find_units, looks_like_heading
-
-LEVELS = ("topic", "unit")
 
 #: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
 DEFAULT_BATCH_DOCS = 32
@@ -48,22 +47,9 @@ DEFAULT_BATCH_CHARS = 1_000_000
 def check_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
                   max_chars: int | None = None, max_tokens: int | None = None,
                   penalty: float | None = None) -> None:
-    """Validate :meth:`Segmenter.segment`'s options without a model (raises :class:`InputError`).
-
-    The command line calls this before loading the model, so that a bad
-    argument costs nothing and exits as an input error.
-    """
-    if level not in LEVELS:
-        raise InputError(f"level must be one of {', '.join(LEVELS)} (got '{level}')")
-    for name, v in (("segments", segments), ("min_chars", min_chars), ("max_chars", max_chars),
-                    ("max_tokens", max_tokens)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
-            raise InputError(f"{name} must be a positive integer (got {v!r})")
-    if max_chars is not None and min_chars is not None and min_chars > max_chars:
-        raise InputError(f"min_chars ({min_chars}) is larger than max_chars ({max_chars})")
-    if penalty is not None and (isinstance(penalty, bool) or not isinstance(penalty, (int, float, np.floating))
-                                or not math.isfinite(penalty) or penalty < 0):
-        raise InputError(f"penalty must be a finite non-negative number (got {penalty!r})")
+    """Validate :meth:`Segmenter.segment`'s options without a model (raises :class:`InputError`)."""
+    validate_options(dict(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
+                          max_tokens=max_tokens, penalty=penalty))
 
 
 @dataclass(frozen=True)
@@ -314,12 +300,9 @@ class Segmenter:
         return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
 
     # ---------------------------------------------------------------- topics
-    def segment(self, text: str, level: str = "topic", segments: int | None = None,
-                min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                penalty: float | None = None, progress=None,
-                token_counter: TokenCounterSpec = None,
-                sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None) -> Segmentation:
-        """Segment ``text``.
+    def segment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None, *,
+                progress=None, **overrides: Any) -> Segmentation:
+        """Segment ``text`` with ``options`` (:class:`SegmentOptions`, or its fields as keywords).
 
         ``level="unit"``: sentence-like units.  ``level="topic"`` (default): coherent
         groups of units; their number is chosen automatically unless ``segments``
@@ -343,25 +326,20 @@ class Segmenter:
         spaCy...) used for the units instead of the sentence rules (default: the
         constructor's); its spans must be in order and leave only whitespace out.
         """
-        return self.segment_many([text], level=level, segments=segments, min_chars=min_chars,
-                                 max_chars=max_chars, max_tokens=max_tokens, penalty=penalty,
-                                 progress=progress, token_counter=token_counter,
-                                 sentence_splitter=sentence_splitter)[0]
+        return self.segment_many([text], options, progress=progress, **overrides)[0]
 
     def __call__(self, text: str, **kwargs) -> Segmentation:
         """Same as :meth:`segment`."""
         return self.segment(text, **kwargs)
 
-    def segment_many(self, texts: Sequence[str], level: str = "topic", segments: int | None = None,
-                     min_chars: int | None = None, max_chars: int | None = None, max_tokens: int | None = None,
-                     penalty: float | None = None, progress=None,
-                     token_counter: TokenCounterSpec = None,
-                     sentence_splitter: Callable[[str], Sequence[tuple[int, int]]] | None = None
-                     ) -> list[Segmentation]:
+    def segment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None, *,
+                     progress=None, **overrides: Any) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
-        check_options(level, segments, min_chars, max_chars, max_tokens, penalty)
-        counter = resolve_token_counter(token_counter)
-        splitter = self.sentence_splitter if sentence_splitter is None else _check_splitter(sentence_splitter)
+        opts = SegmentOptions.of(options, **overrides)
+        level, segments, min_chars, max_chars, max_tokens, penalty = (
+            opts.level, opts.segments, opts.min_chars, opts.max_chars, opts.max_tokens, opts.penalty)
+        counter = opts.counter
+        splitter = self.sentence_splitter if opts.sentence_splitter is None else opts.sentence_splitter
         results: list[Segmentation | None] = [None] * len(texts)
         work = []
         for i, text in enumerate(texts):
@@ -408,9 +386,10 @@ class Segmenter:
         return results
 
     # ------------------------------------------------------------- streaming
-    def iter_segment(self, items: Iterable[Any], *, text_field: str = "text", id_field: str = "id",
+    def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
+                     text_field: str = "text", id_field: str = "id",
                      batch_docs: int = DEFAULT_BATCH_DOCS, batch_chars: int = DEFAULT_BATCH_CHARS,
-                     errors: str = "raise", **options) -> Iterator[Segmentation | DocumentError]:
+                     errors: str = "raise", progress=None, **overrides: Any) -> Iterator[Segmentation | DocumentError]:
         """Segment a stream of documents, yielding one result per input item, in input order.
 
         ``items`` may be any iterable (a generator over a corpus of any size) of
@@ -419,30 +398,28 @@ class Segmenter:
         ``batch_docs`` documents, or fewer once they hold ``batch_chars``
         characters, are segmented together by :meth:`segment_many`, so memory is
         bounded by the batch, not by the corpus.  A record's id is in
-        ``result.meta["document"]``.  ``options`` are :meth:`segment`'s.
+        ``result.meta["document"]``.  ``options`` and ``overrides`` are :meth:`segment`'s.
 
         ``errors="raise"`` (default) raises a document's error when its turn
         comes; ``errors="yield"`` yields a :class:`DocumentError` in its place and
         goes on with the rest.
         """
-        for batch in self.iter_segment_batches(items, text_field=text_field, id_field=id_field,
+        for batch in self.iter_segment_batches(items, options, text_field=text_field, id_field=id_field,
                                                batch_docs=batch_docs, batch_chars=batch_chars,
-                                               errors=errors, **options):
+                                               errors=errors, progress=progress, **overrides):
             yield from batch
 
-    def iter_segment_batches(self, items: Iterable[Any], *, text_field: str = "text", id_field: str = "id",
+    def iter_segment_batches(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None,
+                             *, text_field: str = "text", id_field: str = "id",
                              batch_docs: int = DEFAULT_BATCH_DOCS, batch_chars: int = DEFAULT_BATCH_CHARS,
-                             errors: str = "raise", **options) -> Iterator[list[Segmentation | DocumentError]]:
+                             errors: str = "raise", progress=None, **overrides: Any
+                             ) -> Iterator[list[Segmentation | DocumentError]]:
         """:meth:`iter_segment`, one list per batch (a writer can make each batch durable at once)."""
         if errors not in ("raise", "yield"):
             raise HeadsegError(f"errors must be 'raise' or 'yield' (got '{errors}')")
         if batch_docs < 1 or batch_chars < 1:
             raise HeadsegError("batch_docs and batch_chars must be at least 1")
-        allowed = {"level", "segments", "min_chars", "max_chars", "max_tokens", "penalty", "progress"}
-        unknown = set(options) - allowed
-        if unknown:
-            raise HeadsegError(f"unknown option(s) for segment: {', '.join(sorted(unknown))}")
-        check_options(**{k: v for k, v in options.items() if k not in ("progress", "token_counter")})
+        opts = SegmentOptions.of(options, **overrides)
         batch: list[tuple[int, str | None, Any]] = []
         size = 0
         for index, item in enumerate(items):
@@ -450,19 +427,19 @@ class Segmenter:
             batch.append((index, doc_id, text))
             size += len(text) if isinstance(text, str) else 0
             if len(batch) >= batch_docs or size >= batch_chars:
-                yield from _checked(self._segment_batch(batch, options), errors)
+                yield from _checked(self._segment_batch(batch, opts, progress), errors)
                 batch, size = [], 0
         if batch:
-            yield from _checked(self._segment_batch(batch, options), errors)
+            yield from _checked(self._segment_batch(batch, opts, progress), errors)
 
-    def _segment_batch(self, batch, options: dict) -> list[Segmentation | DocumentError]:
+    def _segment_batch(self, batch, opts: SegmentOptions, progress) -> list[Segmentation | DocumentError]:
         results: list[Segmentation | DocumentError | None] = [None] * len(batch)
         good = [i for i, (_, _, text) in enumerate(batch) if isinstance(text, str)]
         for i, (index, doc_id, text) in enumerate(batch):
             if not isinstance(text, str):
                 results[i] = DocumentError(index, doc_id, str(text), text)
         try:
-            done = self.segment_many([batch[i][2] for i in good], **options)
+            done = self.segment_many([batch[i][2] for i in good], options=opts, progress=progress)
         except Exception:  # noqa: BLE001 - isolate the failing document(s) below
             done = None
         if done is None:
@@ -471,7 +448,7 @@ class Segmenter:
             for i in good:
                 index, doc_id, text = batch[i]
                 try:
-                    done.append(self.segment_many([text], **options)[0])
+                    done.append(self.segment_many([text], options=opts, progress=progress)[0])
                 except Exception as exc:  # noqa: BLE001 - reported per document, the rest go on
                     done.append(DocumentError(index, doc_id, _reason(exc), exc))
         for i, res in zip(good, done):

@@ -1,0 +1,155 @@
+"""The segmentation options: one frozen, validated object for the API, the CLI, Ray and the adapters.
+
+:class:`SegmentOptions` is the one place an option is declared.  Each field
+carries its command-line flag (``cli`` metadata), so ``headseg segment`` builds
+its flags from the fields (:func:`add_option_flags`) and reads them back
+(:meth:`SegmentOptions.from_args`); the Python API, the Ray engine and the
+framework adapters take the same object or its fields as keyword arguments.
+Adding an option is one field here and the code that uses it.
+
+Options are validated once, on construction (an :class:`InputError` naming the
+option, or its flag when built from the command line), before any model is
+loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from headseg.analysis.errors import HeadsegError, InputError
+
+from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
+
+#: what :meth:`Segmenter.segment` returns: topic segments or sentence-like units
+LEVELS = ("topic", "unit")
+
+SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
+
+
+def _flag(flag: str, help: str, **argparse_kwargs: Any) -> dict:
+    """Field metadata: the option's command-line flag and its argparse arguments."""
+    return {"cli": {"flag": flag, "help": help, **argparse_kwargs}}
+
+
+@dataclass(frozen=True)
+class SegmentOptions:
+    """What to segment into and under which limits; see :meth:`headseg.Segmenter.segment`.
+
+    Sizes are in characters (``*_chars``) or tokens (``max_tokens``: the
+    segmenter model's tokens, or ``token_counter``'s).  ``max_chars`` and
+    ``max_tokens`` are hard limits; ``min_chars`` is honoured whenever the limits
+    allow it.  Raises :class:`InputError` on a bad value.
+    """
+
+    #: ``"topic"``: coherent groups of units; ``"unit"``: sentence-like units
+    level: str = field(default="topic", metadata=_flag("--level", "topic segments or sentence-like units",
+                                                        choices=LEVELS))
+    #: exactly this many topic segments per document (None: chosen automatically)
+    segments: int | None = field(default=None, metadata=_flag(
+        "--segments", "exactly N segments per document", type=int, metavar="N"))
+    #: avoid segments shorter than this many characters
+    min_chars: int | None = field(default=None, metadata=_flag(
+        "--min-chars", "avoid segments shorter than this", type=int))
+    #: hard limit: no segment is longer than this many characters
+    max_chars: int | None = field(default=None, metadata=_flag(
+        "--max-chars", "hard limit: no segment is longer", type=int))
+    #: hard limit in tokens (the model's, or ``token_counter``'s)
+    max_tokens: int | None = field(default=None, metadata=_flag(
+        "--max-tokens", "hard limit in model tokens", type=int))
+    #: weight of the local correlation length in the cost of a new segment (None: 0.3)
+    penalty: float | None = field(default=None, metadata=_flag(
+        "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.3; "
+                     "higher = fewer segments; docs/segmenter.md)", type=float))
+    #: what ``max_tokens`` counts: a callable ``str -> int``, a tokenizer, or a
+    #: local Hugging Face tokenizer directory or cached model name
+    #: (:func:`headseg.segmenter.tokens.resolve_token_counter`); None: the model's tokens
+    token_counter: TokenCounterSpec = field(default=None, compare=False)
+    #: a callable ``text -> [(start, end), ...]`` (pysbd, spaCy...) for the units
+    #: instead of the sentence rules (None: the segmenter's own)
+    sentence_splitter: SentenceSplitter | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_options({f.name: getattr(self, f.name) for f in fields(self)})
+        # Resolved once, so a tokenizer directory is read once and a bad one fails here.
+        object.__setattr__(self, "_counter", resolve_token_counter(self.token_counter))
+
+    @property
+    def counter(self) -> TokenCounter | None:
+        """The resolved ``token_counter`` (None: count the segmenter model's tokens)."""
+        return self._counter  # type: ignore[attr-defined]
+
+    @classmethod
+    def of(cls, options: "SegmentOptions | Mapping[str, Any] | None" = None, **overrides: Any) -> "SegmentOptions":
+        """``options`` (an object, a mapping of fields, or None for the defaults) with ``overrides`` applied.
+
+        An override whose value is None keeps ``options``' value, so callers can
+        pass their keyword arguments through unchanged.  Unknown names raise
+        :class:`HeadsegError`.
+        """
+        if options is not None and not isinstance(options, (SegmentOptions, Mapping)):
+            raise HeadsegError(f"options must be SegmentOptions or a mapping (got {type(options).__name__})")
+        given = dict(options) if isinstance(options, Mapping) else {}
+        given.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(given) - set(option_names())
+        if unknown:
+            raise HeadsegError(f"unknown option(s) for segment: {', '.join(sorted(unknown))}")
+        if isinstance(options, SegmentOptions):
+            return replace(options, **given) if given else options
+        return cls(**given)
+
+    @classmethod
+    def from_args(cls, args: Any) -> "SegmentOptions":
+        """The options of parsed command-line ``args`` (flags from :func:`add_option_flags`);
+        an error names the flag, e.g. ``--max-chars``."""
+        values = {f.name: getattr(args, f.name) for f in fields(cls) if "cli" in f.metadata}
+        validate_options(values, label=lambda name: _cli(name)["flag"])
+        return cls(**values)
+
+    def settings(self) -> dict[str, Any]:
+        """The command-line options as plain values (a resumed run must match them)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if "cli" in f.metadata}
+
+
+def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = str) -> None:
+    """Raise :class:`InputError` for the first bad value in ``values`` (fields of
+    :class:`SegmentOptions`), naming the option by ``label(field name)``."""
+    level = values.get("level", "topic")
+    if level not in LEVELS:
+        raise InputError(f"{label('level')} must be one of {', '.join(LEVELS)} (got '{level}')")
+    for name in ("segments", "min_chars", "max_chars", "max_tokens"):
+        v = values.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+            raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
+    lo, hi = values.get("min_chars"), values.get("max_chars")
+    if hi is not None and lo is not None and lo > hi:
+        raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")
+    p = values.get("penalty")
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
+                          or not math.isfinite(p) or p < 0):
+        raise InputError(f"{label('penalty')} must be a finite non-negative number (got {p!r})")
+    splitter = values.get("sentence_splitter")
+    if splitter is not None and not callable(splitter):
+        raise HeadsegError("sentence_splitter must be a callable text -> [(start, end), ...]")
+
+
+def option_names() -> tuple[str, ...]:
+    """Every field of :class:`SegmentOptions`, in declaration order."""
+    return tuple(f.name for f in fields(SegmentOptions))
+
+
+def _cli(name: str) -> dict:
+    return next(f.metadata["cli"] for f in fields(SegmentOptions) if f.name == name)
+
+
+def add_option_flags(parser: Any) -> None:
+    """Declare one flag per command-line option of :class:`SegmentOptions` on an argparse parser."""
+    for f in fields(SegmentOptions):
+        if "cli" not in f.metadata:
+            continue
+        spec = dict(f.metadata["cli"])
+        flag = spec.pop("flag")
+        parser.add_argument(flag, dest=f.name, default=None if f.default is MISSING else f.default, **spec)
