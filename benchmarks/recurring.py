@@ -85,7 +85,7 @@ def compose(docs: list, kind: str) -> tuple[list[str], list[int], list[list[int]
 
 def previous_rule_cuts(x: np.ndarray) -> list[int]:
     """The rule before issue 12, for comparison: penalty ``0.55 · σ² · ln n`` (σ² over the whole document)."""
-    from headseg.segmenter.api import TopicParams, prepare_vectors
+    from headseg.segmenter.topics import TopicParams, prepare_vectors
     from headseg.segmenter.search import SegmentCost, partition_penalised
 
     x = prepare_vectors(np.asarray(x, dtype=np.float64), TopicParams(renormalize=True))  # as before issue 12
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from topic_sweep import parse_value
 
-    from headseg.segmenter.api import TopicParams
+    from headseg.segmenter.topics import TopicParams
 
     params = TopicParams(**{k: parse_value(v) for k, _, v in
                             (p.partition("=") for p in args.params.split(",") if p)})
@@ -154,7 +154,8 @@ def main(argv=None) -> int:
         from headseg.segmenter.api import Segmenter
 
         seg = Segmenter(backend="torch", params=params)
-    from headseg.segmenter.api import heading_units, topic_cuts
+    from headseg.segmenter.lines import heading_units
+    from headseg.segmenter.topics import topic_cuts
 
     if args.previous and not args.cache:
         raise SystemExit("--previous needs --cache")

@@ -34,7 +34,7 @@ def main() -> None:
 
     from headseg import Segmenter
     from headseg.analysis.model import embedded_model_path
-    from headseg.segmenter import api
+    from headseg.segmenter import topics
     from headseg.segmenter.tokens import resolve_token_counter
 
     text = Path(args.file).read_text(encoding="utf-8")[: args.chars]
@@ -47,14 +47,14 @@ def main() -> None:
         "tokenizer + 2 special tokens": lambda s: model_tokens(s) + 2,
     }
     added = []
-    real = api._repair_cuts
+    real = topics.repair_cuts
 
     def counting_repair(cost, cuts, fits):
         out = real(cost, cuts, fits)
         added.append(len(out) - len(cuts))
         return out
 
-    api._repair_cuts = counting_repair
+    topics.repair_cuts = counting_repair
     seg.segment(text[:2000])  # warm the model before timing
     print(f"{Path(args.file).name}, first {len(text)} characters, max_tokens={args.max_tokens}, "
           f"load average {os.getloadavg()[0]:.2f}\n")

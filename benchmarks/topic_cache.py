@@ -41,7 +41,7 @@ from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
 def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8,
                   dtype=np.float32) -> int:
     from headseg.analysis.text import tokenize
-    from headseg.segmenter.api import unit_token_ranges
+    from headseg.segmenter.encode import unit_token_ranges
     from headseg.segmenter.evaluation.loaders import iter_documents
 
     docs = list(iter_documents(path, limit=limit))
@@ -53,7 +53,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
         for d in chunk:
             tok = tokenize(d.text, seg.loaded.tokenizer)
             items.append((tok, seg.units(d.text, doc=tok)))
-        vectors = seg._vectors_many(items)
+        vectors = seg.unit_vectors_many(items)
         for d, (tok, units), x in zip(chunk, items, vectors):
             i = len(ids)
             ids.append(d.id)
@@ -74,7 +74,7 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
 def add_tokens(tokenizer, path: Path, target: Path) -> None:
     """Add the unit token counts ``t{i}`` to a cache written before they were stored."""
     from headseg.analysis.text import tokenize
-    from headseg.segmenter.api import unit_token_ranges
+    from headseg.segmenter.encode import unit_token_ranges
     from headseg.segmenter.evaluation.loaders import iter_documents
 
     z = dict(np.load(target, allow_pickle=False))

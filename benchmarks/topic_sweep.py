@@ -57,7 +57,7 @@ def unit_tokens(doc: dict) -> np.ndarray:
 
 def unit_headings(doc: dict, params) -> np.ndarray | None:
     """Which cached units are headings (None without the document's text)."""
-    from headseg.segmenter.api import heading_units
+    from headseg.segmenter.lines import heading_units
 
     if doc["text"] is None:
         return None
@@ -83,7 +83,7 @@ def score(doc: dict, cuts) -> tuple[float, int]:
 
 
 def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
-    from headseg.segmenter.api import topic_cuts
+    from headseg.segmenter.topics import topic_cuts
 
     pks, ratio = [], []
     for d in docs:
@@ -102,7 +102,7 @@ def gains(docs: list[dict]) -> dict:
     Unweighted scatter of the centred vectors, σ² half the mean squared adjacent
     distance over the whole document: what a penalty per segment has to separate.
     """
-    from headseg.segmenter.api import TopicParams, prepare_vectors
+    from headseg.segmenter.topics import TopicParams, prepare_vectors
     from headseg.segmenter.search import SegmentCost
 
     true, spurious, lengths = [], [], []
@@ -128,7 +128,7 @@ def gains(docs: list[dict]) -> dict:
 
 def mix_layers(docs: list[dict], heads: np.ndarray, spec: str) -> list[dict]:
     """Documents whose vectors concatenate the given layers' heads of an all-heads cache, each
-    head weighted ``sqrt(w / H)`` as :func:`headseg.segmenter.api.pool_units` does."""
+    head weighted ``sqrt(w / H)`` as :func:`headseg.segmenter.encode.pool_units` does."""
     weights = {int(l): float(w) for l, _, w in (p.partition(":") for p in spec.split(","))}
     n_heads = int(heads[:, 1].max()) + 1
     out = []
@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gains", action="store_true",
                     help="print what a penalty must separate: savings of true boundaries and of spurious splits")
     args = ap.parse_args(argv)
-    from headseg.segmenter.api import TopicParams
+    from headseg.segmenter.topics import TopicParams
 
     names = [n for n, _ in DATASETS]
     if args.datasets:

@@ -131,9 +131,14 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
                           or not math.isfinite(p) or p < 0):
         raise InputError(f"{label('penalty')} must be a finite non-negative number (got {p!r})")
-    splitter = values.get("sentence_splitter")
+    check_splitter(values.get("sentence_splitter"))
+
+
+def check_splitter(splitter: SentenceSplitter | None) -> SentenceSplitter | None:
+    """``splitter``, after checking that it is None or a callable (raises :class:`HeadsegError`)."""
     if splitter is not None and not callable(splitter):
         raise HeadsegError("sentence_splitter must be a callable text -> [(start, end), ...]")
+    return splitter
 
 
 def option_names() -> tuple[str, ...]:

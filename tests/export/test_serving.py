@@ -79,9 +79,9 @@ def test_int8_results_do_not_depend_on_the_batch(served):
     for t in texts:
         tok = tokenize(t, served.loaded.tokenizer)
         items.append((tok, served.units(t, doc=tok)))
-    together = served._vectors_many(items)
+    together = served.unit_vectors_many(items)
     for item, x in zip(items, together):
-        np.testing.assert_array_equal(served._vectors_many([item])[0], x)
+        np.testing.assert_array_equal(served.unit_vectors_many([item])[0], x)
     assert [s.boundaries for s in served.segment_many(texts)] == [served.segment(t).boundaries for t in texts]
 
 

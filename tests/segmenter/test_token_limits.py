@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from headseg.analysis.errors import HeadsegError, ModelError
 from headseg.analysis.model import embedded_model_path
-from headseg.segmenter import api
+from headseg.segmenter import topics
+from headseg.segmenter.limits import repair_cuts
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.search import SegmentCost
 from headseg.segmenter.tokens import resolve_token_counter
@@ -83,14 +84,14 @@ def test_superadditive_counter_limit_holds(seg, text, max_tokens, max_chars):
 
 def test_repair_splits_what_the_additive_search_let_through(seg, monkeypatch):
     calls = []
-    real = api._repair_cuts
+    real = topics.repair_cuts
 
     def spy(cost, cuts, fits):
         out = real(cost, cuts, fits)
         calls.append((list(cuts), out))
         return out
 
-    monkeypatch.setattr(api, "_repair_cuts", spy)
+    monkeypatch.setattr(topics, "repair_cuts", spy)
     text = " ".join(f"Sentence number {w} is here." for w in ("one", "two", "three", "four", "five", "six"))
     # 5 words a unit: 25 "tokens" each; two units add up to 50 <= 60 but count 100 together.
     # A huge penalty makes the search merge as much as the estimate allows.
@@ -106,9 +107,9 @@ def test_repair_cuts_at_the_least_scatter_boundary():
     labels = [0, 0, 0, 0, 1, 1, 2, 2, 2]
     x = centres[labels] + 0.01 * rng.normal(size=(9, 8))
     cost = SegmentCost(x)
-    assert api._repair_cuts(cost, [], lambda a, b: b - a <= 4) == [4, 6]
-    assert api._repair_cuts(cost, [4, 6], lambda a, b: b - a <= 4) == [4, 6]
-    assert api._repair_cuts(cost, [], lambda a, b: b - a <= 1) == list(range(1, 9))
+    assert repair_cuts(cost, [], lambda a, b: b - a <= 4) == [4, 6]
+    assert repair_cuts(cost, [4, 6], lambda a, b: b - a <= 4) == [4, 6]
+    assert repair_cuts(cost, [], lambda a, b: b - a <= 1) == list(range(1, 9))
 
 
 def test_token_count_without_counter_is_the_model_count_the_limit_uses(seg, tokenizer):

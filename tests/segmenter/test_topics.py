@@ -158,7 +158,7 @@ def test_weighted_cost_and_per_start_penalty_match_brute_force():
 
 
 def test_local_statistics_match_a_direct_computation():
-    from headseg.segmenter.api import local_statistics
+    from headseg.segmenter.topics import local_statistics
 
     rng = np.random.default_rng(4)
     x = rng.normal(size=(23, 5))
@@ -183,7 +183,7 @@ def _planted(rng, segments, length, dim=48, noise=1.2):
 
 def test_number_of_segments_holds_as_the_document_grows_and_topics_recur():
     """Segments per planted segment do not fall as a document is repeated (no ln n in the penalty)."""
-    from headseg.segmenter.api import topic_cuts
+    from headseg.segmenter.topics import topic_cuts
 
     rng = np.random.default_rng(5)
     base = _planted(rng, 12, 6)
@@ -199,7 +199,7 @@ def test_number_of_segments_holds_as_the_document_grows_and_topics_recur():
 
 def test_local_penalty_follows_segment_length():
     """Longer planted segments raise the bar (correlation length), short ones lower it."""
-    from headseg.segmenter.api import TopicParams, boundary_penalty, prepare_vectors
+    from headseg.segmenter.topics import TopicParams, boundary_penalty, prepare_vectors
 
     rng = np.random.default_rng(6)
     p = TopicParams()
@@ -271,7 +271,7 @@ def test_sentence_splitter_hook(segmenter, embedded):
 
 
 def test_line_groups_join_short_units_of_one_line_only():
-    from headseg.segmenter.api import group_vectors, line_groups, starts_same_line
+    from headseg.segmenter.lines import group_vectors, line_groups, starts_same_line
 
     text = "Hi. Yes please. Book it.\nNo. A very long sentence here.\nOk."
     starts = [0, 4, 16, 25, 29, 56]
@@ -293,7 +293,7 @@ def test_line_groups_join_short_units_of_one_line_only():
 
 def test_short_segment_surcharge_and_grouped_cuts_map_to_units():
     """The surcharge only ever removes boundaries; cuts on line groups are unit indices."""
-    from headseg.segmenter.api import TopicParams, topic_cuts
+    from headseg.segmenter.topics import TopicParams, topic_cuts
 
     rng = np.random.default_rng(7)
     x = _planted(rng, 6, 4, noise=2.0)
@@ -323,7 +323,7 @@ def test_looks_like_heading(line, expected):
 
 
 def test_headings_join_the_line_after_them():
-    from headseg.segmenter.api import heading_units, line_groups, starts_same_line
+    from headseg.segmenter.lines import heading_units, line_groups, starts_same_line
 
     text = "1. Bees\nBees dance. They fly.\nIntroduction\nBread rises.\nOK so.\nThe end.\n## Last"
     starts = [0, 8, 20, 30, 43, 56, 63, 72]
@@ -347,7 +347,7 @@ def test_headings_join_the_line_after_them():
 
 def test_a_heading_opens_the_segment_after_it():
     """A heading whose vector leans back to the topic before it still opens the next segment."""
-    from headseg.segmenter.api import TopicParams, topic_cuts
+    from headseg.segmenter.topics import TopicParams, topic_cuts
 
     rng = np.random.default_rng(3)
     a, b = rng.normal(size=(2, 32)) * 3

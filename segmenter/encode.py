@@ -1,0 +1,130 @@
+"""Unit vectors: each unit encoded on its own, its topic heads' context vectors pooled.
+
+Every unit gets its own model window (several for a unit longer than the
+window), so no context leaks across a candidate boundary: inside a shared
+window the heads blend neighbouring sentences, which blurs exactly the contrast
+a boundary needs.  Windows of many documents share the capture batches (less
+padding, fewer calls).  Per unit, each head's context vectors ``z_h`` are
+mean-pooled over the unit's content tokens, normalised per head, weighted by
+``sqrt(w_h)`` and concatenated, so a dot product of two unit vectors is the
+weighted mean of the heads' cosines.
+
+Cost: one forward pass over every token once (the capture backend's), plus
+O(U · N · d) for the pooling.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from headseg.analysis.capture import HeadActivations, iter_batches
+from headseg.analysis.errors import ProfileError
+from headseg.analysis.progress import progress_bar
+from headseg.analysis.text import TokenizedText, Window, make_window, window_width
+
+Head = tuple[int, int]
+
+
+def unit_token_ranges(doc: TokenizedText, units: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Token range ``[U, 2]`` of each unit in the document's token stream.
+
+    A token belongs to the unit its first character falls in.
+    """
+    if not len(units):
+        return np.zeros((0, 2), np.int64)
+    tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+    first = np.searchsorted(tok_start, np.asarray([a for a, _ in units], dtype=np.int64), side="left")
+    return np.stack([first, np.append(first[1:], len(doc))], axis=1)
+
+
+def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer, max_tokens: int
+                 ) -> tuple[list[Window], np.ndarray]:
+    """One window per unit (several for a unit longer than ``max_tokens``).
+
+    Returns the windows and ``owner [W]``, the unit of each window.
+    """
+    width = window_width(tokenizer, max_tokens)
+    windows, owner = [], []
+    for u, (a, b) in enumerate(unit_token_ranges(doc, units)):
+        # a unit of whitespace only has no tokens: the caller handles it
+        for s in range(a, b, width):
+            windows.append(make_window(doc, int(s), int(min(s + width, b)), tokenizer, index=len(windows),
+                                       sentence_id=u, with_tokens=False))
+            owner.append(u)
+    return windows, np.asarray(owner, dtype=np.int64)
+
+
+def pool_units(acts_iter, n_units: int, weights: np.ndarray) -> np.ndarray:
+    """Mean-pool each head's context vectors over a unit's tokens, normalise per head, weight, concatenate.
+
+    ``acts_iter`` yields ``(HeadActivations, owners [B], content_masks [B, T])``.
+    Returns ``[n_units, N·d]``; a unit without tokens gets a zero vector.
+    """
+    sums = None
+    counts = np.zeros(n_units)
+    for acts, owners, content in acts_iter:
+        z = acts.z  # [B, N, T, d]
+        if sums is None:
+            sums = np.zeros((n_units, z.shape[1], z.shape[3]), dtype=np.float64)
+        pooled = np.einsum("bntd,bt->bnd", z.astype(np.float64), content.astype(np.float64))
+        np.add.at(sums, owners, pooled)
+        np.add.at(counts, owners, content.sum(axis=1))
+    if sums is None:
+        return np.zeros((n_units, 0))
+    means = sums / np.maximum(counts, 1)[:, None, None]
+    norms = np.linalg.norm(means, axis=-1, keepdims=True)
+    unit = np.where(norms > 0, means / np.maximum(norms, 1e-12), 0.0)
+    unit = unit * np.sqrt(weights)[None, :, None]
+    return unit.reshape(n_units, -1)
+
+def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]], tokenizer,
+                 capture: Callable[..., HeadActivations], heads: Sequence[Head], weights: np.ndarray,
+                 batch_size: int, max_tokens: int, progress=None) -> list[np.ndarray]:
+    """Unit vectors ``[U_i, N·d]`` of each document ``(doc, units)`` in ``items``, encoded in shared batches.
+
+    ``capture(windows, heads=...)`` runs the model (a :class:`Segmenter`'s);
+    ``heads`` and their ``weights [N]`` (aligned, in capture order) are the
+    topic heads; ``max_tokens`` is the window width.  ``progress=True`` shows
+    a bar of its own, or pass an open one to update.
+    """
+    windows, owners, bounds = [], [], [0]
+    for doc, units in items:
+        w, o = unit_windows(doc, units, tokenizer, max_tokens)
+        windows.extend(w)
+        owners.append(o + bounds[-1])
+        bounds.append(bounds[-1] + len(units))
+    owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    index = {id(w): i for i, w in enumerate(windows)}
+    own_bar = progress is True
+    bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
+
+    def batches():
+        for batch in iter_batches(windows, batch_size):
+            acts = capture(batch, heads=heads)
+            batch_owner = owner[[index[id(w)] for w in batch]]
+            content = acts.attention_mask.copy()
+            for b, w in enumerate(batch):
+                content[b, : len(w)] &= ~w.special
+            if bar is not None:
+                bar.update(len(batch))
+            yield acts, batch_owner, content
+
+    try:
+        x = pool_units(batches(), bounds[-1], weights)
+    finally:
+        if own_bar:
+            bar.close()
+    return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
+
+
+def sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """Heads sorted by (layer, head) as capture() returns them, with normalised weights aligned."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size != len(heads) or np.any(w < 0) or w.sum() <= 0:
+        raise ProfileError("head weights must be non-negative, one per head, and not all zero")
+    order = sorted(range(len(heads)), key=lambda i: tuple(heads[i]))
+    return [tuple(heads[i]) for i in order], (w / w.sum())[order]
+
+

@@ -1,0 +1,260 @@
+"""Hard size limits: units cut to fit, the limits as constraints of the search, and their final check.
+
+``max_chars`` and ``max_tokens`` are never exceeded.  Three steps keep that true:
+
+1. :func:`split_oversized` cuts any unit over a limit (at whitespace near its
+   middle, else at a token start, never inside a grapheme cluster unless one
+   cluster is itself over the limit), so every limit is satisfiable by single
+   units;
+2. :class:`SizeLimits` makes the limits constraints of the optimal partition
+   (:class:`~headseg.segmenter.search.SegmentCost` forbids spans over the
+   character limit, :class:`TwoLimitCost` over the token limit too), with
+   ``min_chars`` as a soft lower bound;
+3. a foreign token counter's counts need not add up over concatenation (a
+   word cut in two can cost more tokens), so the search uses an additive
+   estimate (:meth:`TokenMeasure.additive_sizes`) and :func:`repair_cuts`
+   splits any final segment the counter itself finds over the limit.
+
+Counting is O(1) per span with the model's tokens (prefix positions) and one
+counter call per distinct span otherwise (memoised).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+import regex
+
+from headseg.analysis.errors import HeadsegError
+from headseg.analysis.segments import Segmentation
+from headseg.analysis.text import TokenizedText
+
+from .encode import unit_token_ranges
+from .search import SegmentCost
+
+
+def split_oversized(text: str, doc: TokenizedText, units: Sequence[tuple[int, int]], max_chars: int | None,
+                    max_tokens: int | None, measure: "TokenMeasure | None" = None) -> list[tuple[int, int]]:
+    """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable.
+
+    Token counts come from ``measure`` (default: the model's tokens in ``doc``).
+    Cuts fall on grapheme cluster boundaries (never inside an emoji sequence or
+    between a letter and its combining mark), unless one cluster is itself over
+    the limit: the limit is hard.
+    """
+    if max_chars is None and max_tokens is None:
+        return units
+    measure = measure or TokenMeasure(text, doc, None)
+    tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+    tok_end = doc.offsets[:, 1] if len(doc) else np.zeros(0, np.int64)
+    out = []
+    for a, b in units:
+        stack = [(a, b)]
+        clusters = None
+        while stack:
+            s, e = stack.pop()
+            over_chars = max_chars is not None and e - s > max_chars
+            n_tok = measure.span(s, e) if max_tokens is not None and not over_chars else 0
+            too_long = over_chars or (max_tokens is not None and n_tok > max_tokens)
+            if not too_long:
+                out.append((s, e))
+                continue
+            if e - s <= 1:
+                raise HeadsegError(f"max_tokens={max_tokens} cannot be met: {text[s:e]!r} alone counts "
+                                   f"{n_tok} tokens")
+            if clusters is None:
+                clusters = grapheme_starts(text, a, b)  # once per unit, only for units that need a cut
+            cut = best_cut(text, s, e, tok_start, tok_end, clusters)
+            stack.append((cut, e))
+            stack.append((s, cut))
+    return out
+
+
+class TokenMeasure:
+    """Token counts of spans of one document, in the units of its ``max_tokens`` limit.
+
+    Without a counter: the model's tokens of the whole document, a token counted
+    in the span its first character falls in, so counts add up exactly over
+    concatenation.  With a counter: ``counter(text[s:e])``; such counts need not
+    add up (a word cut in two can cost more tokens, or fewer), so the search uses
+    an additive estimate and the final segments are checked with the counter.
+    """
+
+    def __init__(self, text: str, doc: TokenizedText, counter: Callable[[str], int] | None):
+        self.text = text
+        self.counter = counter
+        self.exact = counter is None
+        self.doc = doc
+        self._tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
+        # the same spans are counted by the unit split, the search sizes and the final check
+        self._memo: dict[tuple[int, int], int] = {}
+
+    def span(self, s: int, e: int) -> int:
+        """Tokens of ``text[s:e]`` (characters ``s`` to ``e``)."""
+        if self.counter is None:
+            return int(np.searchsorted(self._tok_start, e, "left") - np.searchsorted(self._tok_start, s, "left"))
+        n = self._memo.get((s, e))
+        if n is None:
+            n = self._memo[(s, e)] = self.counter(self.text[s:e])
+        return n
+
+    def additive_sizes(self, units: Sequence[tuple[int, int]], max_tokens: int) -> tuple[np.ndarray, float]:
+        """Per-unit sizes and the limit on their sum for the search.
+
+        A counter's count of the empty string (special tokens it adds to every
+        string, say) is charged once per segment, not once per unit: without
+        that, ten units would pay for ``[CLS]``/``[SEP]`` ten times.
+        """
+        if self.counter is None:
+            r = unit_token_ranges(self.doc, units)
+            return (r[:, 1] - r[:, 0]).astype(np.float64), float(max_tokens)
+        overhead = self.counter("")
+        sizes = np.asarray([max(self.span(a, b) - overhead, 0) for a, b in units], dtype=np.float64)
+        return sizes, float(max_tokens - overhead)
+
+    def counted(self, result: Segmentation) -> Segmentation:
+        """``result`` with every segment's ``token_count`` filled in."""
+        segs = [replace(s, token_count=self.span(s.start, s.end)) for s in result.segments]
+        return Segmentation(text=result.text, segments=segs, level=result.level, meta=result.meta)
+
+
+class TwoLimitCost(SegmentCost):
+    """:class:`SegmentCost` with its character limit, plus a limit on the sum of per-unit token sizes."""
+
+    def __init__(self, x, chars, toks, max_chars, max_toks, min_chars, max_units, weights=None):
+        super().__init__(x, chars, max_chars, min_chars, max_units, weights)
+        self.ct = np.concatenate([[0.0], np.cumsum(toks)])
+        self.max_toks = max_toks
+        if toks.size and toks.max() > max_toks:
+            raise HeadsegError("a single unit is longer than the token limit; split units first")
+
+    def costs_ending_at(self, b):
+        """Start units ``[k]`` and costs ``[k]`` of the allowed segments ending at unit ``b`` (exclusive)."""
+        a, c = super().costs_ending_at(b)
+        ok = self.ct[b] - self.ct[a] <= self.max_toks
+        return a[ok], c[ok]
+
+
+@dataclass(frozen=True)
+class SizeLimits:
+    """The hard limits of one document's search, per search item (a unit, or a group of units).
+
+    ``sizes`` is ``[n]`` characters, or ``[n, 2]`` characters and additive
+    token sizes when there is a token limit; ``fits(a, b)`` is the exact check
+    of items ``a..b-1`` for a token counter whose counts do not add up (None
+    when the additive sizes are exact).
+    """
+
+    sizes: np.ndarray
+    max_chars: float | None = None
+    min_chars: float | None = None
+    max_tokens: float | None = None
+    fits: Callable[[int, int], bool] | None = None
+
+    @classmethod
+    def of(cls, units: Sequence[tuple[int, int]], measure: "TokenMeasure", max_chars: int | None,
+           min_chars: int | None, max_tokens: int | None) -> "SizeLimits | None":
+        """The limits of ``units`` (character spans), or None when no limit is set."""
+        if max_chars is None and max_tokens is None and min_chars is None:
+            return None
+        # The search runs on characters (max_chars, min_chars) and forbids spans over
+        # the token limit on the side, so min_chars stays in characters.
+        sizes = np.asarray([b - a for a, b in units], dtype=np.float64)
+        token_limit, fits = None, None
+        if max_tokens is not None:
+            toks, token_limit = measure.additive_sizes(units, max_tokens)
+            sizes = np.stack([sizes, toks], axis=1)
+            if not measure.exact:
+                def fits(a: int, b: int) -> bool:
+                    return measure.span(units[a][0], units[b - 1][1]) <= max_tokens
+        return cls(sizes, None if max_chars is None else float(max_chars),
+                   None if min_chars is None else float(min_chars), token_limit, fits)
+
+    @property
+    def caps(self) -> tuple[float | None, ...]:
+        """The upper limit of each column of ``sizes``."""
+        return (self.max_chars,) if self.sizes.ndim == 1 else (self.max_chars, self.max_tokens)
+
+    def grouped(self, first: np.ndarray) -> "SizeLimits":
+        """The same limits over groups of items, group ``g`` starting at item ``first[g]``."""
+        bounds = np.append(first, len(self.sizes))
+        fits = self.fits
+        if fits is not None:
+            inner = fits
+
+            def fits(a: int, b: int) -> bool:
+                return inner(int(bounds[a]), int(bounds[b]))
+        return replace(self, sizes=np.add.reduceat(self.sizes, first, axis=0), fits=fits)
+
+    def cost(self, x: np.ndarray, max_units: int, weights: np.ndarray | None = None) -> SegmentCost:
+        """The search's segment cost over items ``x [n, D]`` under these limits."""
+        if self.sizes.ndim == 2:
+            return TwoLimitCost(x, self.sizes[:, 0], self.sizes[:, 1], self.max_chars, float(self.max_tokens),
+                                self.min_chars, max_units, weights)
+        return SegmentCost(x, self.sizes, self.max_chars, self.min_chars, max_units, weights)
+
+
+def repair_cuts(cost: SegmentCost, cuts: list[int], fits: Callable[[int, int], bool]) -> list[int]:
+    """Cuts (unit indices) such that every span ``[a, b)`` of units ``fits``.
+
+    A span that does not fit is split where the two halves are most coherent
+    (least scatter), recursively; single units always fit, since
+    :func:`split_oversized` made them so.
+    """
+    edges = [0, *cuts, cost.n]
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        stack = [(a, b)]
+        while stack:
+            s, e = stack.pop()
+            if e - s <= 1 or fits(s, e):
+                out.append(s)
+                continue
+            m = min(range(s + 1, e), key=lambda m: cost.cost(s, m) + cost.cost(m, e))
+            stack.append((m, e))
+            stack.append((s, m))
+    return [c for c in out if c > 0]
+
+
+_GRAPHEME = regex.compile(r"\X")
+
+
+def grapheme_starts(text: str, start: int = 0, end: int | None = None) -> np.ndarray:
+    """Sorted offsets in ``[start, end]`` where a grapheme cluster of ``text[start:end]`` starts, and ``end``."""
+    end = len(text) if end is None else end
+    lengths = np.fromiter(map(len, _GRAPHEME.findall(text, start, end)), dtype=np.int64)
+    return np.concatenate([[start], start + np.cumsum(lengths)]).astype(np.int64)
+
+
+def best_cut(text: str, s: int, e: int, tok_start: np.ndarray, tok_end: np.ndarray,
+             clusters: np.ndarray | None = None) -> int:
+    """A split point near the middle of ``text[s:e]`` on a grapheme cluster boundary (``clusters``,
+    from :func:`grapheme_starts`): after whitespace, else at a token start, else the cluster boundary
+    nearest the middle; inside a cluster only when ``text[s:e]`` is one cluster."""
+    if clusters is None:
+        clusters = grapheme_starts(text, s, e)
+
+    def on_boundary(c) -> bool:
+        i = int(np.searchsorted(clusters, c))
+        return i < len(clusters) and clusters[i] == c
+
+    mid = (s + e) // 2
+    for radius in range(0, (e - s) // 2):
+        for c in (mid + radius, mid - radius):
+            if s < c < e and text[c - 1].isspace() and not text[c].isspace() and on_boundary(c):
+                return c
+    i = int(np.searchsorted(tok_start, mid))
+    for c in (tok_start[i] if i < len(tok_start) else -1, tok_start[i - 1] if i > 0 else -1):
+        if s < c < e and on_boundary(c):
+            return int(c)
+    j = int(np.searchsorted(clusters, mid))
+    inside = [int(clusters[k]) for k in (j - 1, j) if 0 <= k < len(clusters) and s < clusters[k] < e]
+    if inside:
+        return min(inside, key=lambda c: (abs(c - mid), c))
+    c = mid
+    # never split a "\r\n" pair
+    if text[c - 1] == "\r" and text[c] == "\n" and c + 1 < e:
+        c += 1
+    return c

@@ -1,0 +1,129 @@
+"""Streaming: documents of any iterable in, one result per document out, in order, in bounded batches.
+
+:meth:`~headseg.segmenter.api.Segmenter.iter_segment` reads at most one batch
+ahead (``batch_docs`` documents, or fewer once they hold ``batch_chars``
+characters) and segments it with ``segment_many``; memory is bounded by the
+batch, not the corpus.  A document that fails is isolated: the batch is run
+again one document at a time, so only that document becomes a
+:class:`DocumentError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from headseg.analysis.errors import HeadsegError, InputError, first_line
+from headseg.analysis.segments import Segmentation
+
+#: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
+DEFAULT_BATCH_DOCS = 32
+#: ... and about this many characters (a longer document is a batch of its own)
+DEFAULT_BATCH_CHARS = 1_000_000
+
+Batch = list[tuple[int, "str | None", Any]]
+
+
+@dataclass(frozen=True)
+class DocumentError:
+    """A document of :meth:`Segmenter.iter_segment` that could not be segmented (``errors="yield"``)."""
+
+    #: position in the input (0-based)
+    index: int
+    #: the record's id, or None for a plain text without one
+    document: str | None
+    #: one line saying why
+    reason: str
+    #: the exception itself
+    error: BaseException | None = None
+
+
+def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_docs: int,
+                 batch_chars: int) -> Iterator[Batch]:
+    """Batches of ``(index, id, text)`` read from ``items``; ``text`` is an :class:`InputError`
+    (or the reader's own exception) for an unusable item."""
+    if batch_docs < 1 or batch_chars < 1:
+        raise HeadsegError("batch_docs and batch_chars must be at least 1")
+    batch: Batch = []
+    size = 0
+    for index, item in enumerate(items):
+        doc_id, text = document_of(item, text_field, id_field)
+        batch.append((index, doc_id, text))
+        size += len(text) if isinstance(text, str) else 0
+        if len(batch) >= batch_docs or size >= batch_chars:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def segment_batch(segment_many: Callable[[Sequence[str]], list[Segmentation]],
+                  batch: Batch) -> list[Segmentation | DocumentError]:
+    """One result per ``(index, id, text)`` of ``batch``: its segmentation (with ``meta["document"]``
+    set to the id) or a :class:`DocumentError`; one failing document does not spoil the others."""
+    results: list[Segmentation | DocumentError | None] = [None] * len(batch)
+    good = [i for i, (_, _, text) in enumerate(batch) if isinstance(text, str)]
+    for i, (index, doc_id, text) in enumerate(batch):
+        if not isinstance(text, str):
+            results[i] = DocumentError(index, doc_id, str(text), text)
+    try:
+        done = segment_many([batch[i][2] for i in good])
+    except Exception:  # noqa: BLE001 - isolate the failing document(s) below
+        done = None
+    if done is None:
+        # One document spoilt the batch: run them one by one so that only it fails.
+        done = []
+        for i in good:
+            index, doc_id, text = batch[i]
+            try:
+                done.append(segment_many([text])[0])
+            except Exception as exc:  # noqa: BLE001 - reported per document, the rest go on
+                done.append(DocumentError(index, doc_id, _reason(exc), exc))
+    for i, res in zip(good, done):
+        if isinstance(res, Segmentation) and batch[i][1] is not None:
+            res.meta["document"] = batch[i][1]
+        results[i] = res
+    return results  # type: ignore[return-value]
+
+
+def check_errors(errors: str) -> None:
+    """Raise unless ``errors`` is ``"raise"`` or ``"yield"``."""
+    if errors not in ("raise", "yield"):
+        raise HeadsegError(f"errors must be 'raise' or 'yield' (got '{errors}')")
+
+
+def checked(results: list, errors: str) -> Iterator[list]:
+    """The batch, or with ``errors="raise"`` the results before its first failure and then that error."""
+    if errors == "raise":
+        for j, res in enumerate(results):
+            if isinstance(res, DocumentError):
+                if j:
+                    yield results[:j]
+                raise res.error if isinstance(res.error, Exception) else HeadsegError(res.reason)
+    yield results
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failed document: the message of a headseg error, else the exception's type and message."""
+    msg = first_line(exc, 500)
+    return msg if isinstance(exc, HeadsegError) or msg == type(exc).__name__ else f"{type(exc).__name__}: {msg}"
+
+
+def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, Any]:
+    """``(id, text)`` of one input item; ``text`` is an :class:`InputError` when the item is unusable."""
+    if isinstance(item, str):
+        return None, item
+    if isinstance(item, Exception):
+        # a reader's error for this document (e.g. unreadable file) passes through in its place
+        return None, item
+    if isinstance(item, Mapping):
+        doc_id = item.get(id_field)
+        doc_id = None if doc_id is None else str(doc_id)
+        text = item.get(text_field)
+        if not isinstance(text, str):
+            what = "missing" if text is None else f"a {type(text).__name__}, not a string"
+            return doc_id, InputError(f"field '{text_field}' is {what}")
+        return doc_id, text
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+        return (None if item[0] is None else str(item[0])), item[1]
+    return None, InputError(f"expected a text, a record or an (id, text) pair, got {type(item).__name__}")

@@ -1,0 +1,238 @@
+"""The topic search: which unit boundaries open a new topic segment.
+
+Pipeline, one home for :class:`~headseg.segmenter.api.Segmenter` and for the
+benchmarks that tune it on cached unit vectors (:func:`topic_cuts`)::
+
+    unit vectors x [U, D] ─ line groups and headings (lines.py) ─ centred (prepare_vectors)
+        ─ per-item weights min(1, T / weight_tokens) ─ segment cost under the hard size limits
+        ─ exactly k segments (partition_k) or the penalised optimum (partition_penalised)
+        ─ a token counter's exact check (repair_cuts) ─ boundary strengths
+
+The penalty of a segment starting at unit ``i`` is ``σ²(i) · max(1 + penalty ·
+R(i), floor)``: ``σ²`` is the local noise (half the mean squared distance
+between adjacent unit vectors) and ``R`` the local correlation length of the
+unit vectors, both measured within ``TopicParams.window`` units of ``i``, so
+nothing grows with the document's length and topics that come back are still
+cut.  A segment shorter than ``short_tokens`` pays a surcharge.
+
+Cost: :func:`local_statistics` is O(U · L · D) with prefix sums (``L`` =
+``max_lag``); the search is O(U · max_units · D) (``segmenter/search.py``).
+Design measurements and sweeps: docs/segmenter.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .limits import SizeLimits, repair_cuts
+from .lines import group_units, line_groups
+from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
+
+
+@dataclass
+class TopicParams:
+    """Knobs of the topic search, with the defaults used everywhere (documented in docs/segmenter.md)."""
+
+    #: a boundary must save ``σ² · (1 + penalty · R)`` of scatter, where ``σ²`` is the
+    #: local noise (half the mean squared distance between adjacent unit vectors)
+    #: and ``R`` the local correlation length: how many units on, on average,
+    #: similarity to a unit persists (the autocorrelation of the unit vectors,
+    #: summed up to its first non-positive lag, over its first lag).  The best
+    #: split inside a segment, true or not, saves more the longer the segment, so
+    #: the bar rises with the segment length the document itself shows; nothing
+    #: here grows with the document's length (docs/segmenter.md has the sweep).
+    penalty: float = 0.3
+    #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
+    #: turn) must not open a segment of its own
+    floor: float = 1.3
+    #: ``σ²`` and ``R`` are measured on the units within this many units of a
+    #: candidate boundary, so a long document or a concatenation keeps each
+    #: part's own scale
+    window: int = 400
+    #: longest lag of the autocorrelation, in units
+    max_lag: int = 100
+    #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a
+    #: unit of a few tokens has a noisy vector (0 = every unit weighs the same)
+    weight_tokens: float = 8.0
+    #: longest segment considered, in units (bounds the search to O(n·max_units))
+    max_units: int = 400
+    #: subtract the document mean before comparing units (removes the shared
+    #: "this is English prose" direction that makes every cosine positive)
+    center: bool = True
+    #: rescale every centred vector to length 1 again (off: a generic unit, "Yes
+    #: please.", lies near the document mean, and renormalising would blow its
+    #: small remainder up into a full-length random direction)
+    renormalize: bool = False
+    #: consecutive units on one line (no line break between them) are compared as
+    #: one, their vectors averaged by tokens, while together they hold at most
+    #: this many tokens: the short sentences of a dialogue turn say little alone
+    #: (0 = every unit on its own; the segments still start at unit starts)
+    line_tokens: int = 32
+    #: a heading (a unit alone on its line, of at most this many tokens, that
+    #: reads as a label or a title: "2.", "B.", "Introduction", "## Results",
+    #: "3.1 Methods"; :func:`looks_like_heading`) is compared together with the
+    #: line after it, so it opens the next segment instead of closing the
+    #: previous one: alone, its few tokens give a noisy vector that the search
+    #: hands to either side (0 = off)
+    heading_tokens: int = 8
+    #: a segment of ``T`` tokens pays ``β · (1 + short_surcharge · (1 − T / short_tokens))``
+    #: when ``T < short_tokens``: a few tokens make a noisy mean, so a short
+    #: segment needs more evidence (0 = no surcharge)
+    short_surcharge: float = 0.5
+    short_tokens: float = 64.0
+
+
+def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
+    """The unit vectors the topic search compares: centred on the document mean (renormalised if asked)."""
+    if params.center:
+        x = x - x.mean(axis=0, keepdims=True)
+        if params.renormalize:
+            norms = np.linalg.norm(x, axis=1, keepdims=True)
+            x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
+    return x
+
+
+def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
+    """Weight of each unit in the scatter, ``min(1, tokens / weight_tokens)`` scaled to mean 1 (None: equal)."""
+    if not params.weight_tokens:
+        return None
+    w = np.minimum(1.0, np.maximum(np.asarray(tokens, dtype=np.float64), 1.0) / params.weight_tokens)
+    return w / w.mean()
+
+
+def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
+                penalty: float | None = None, tokens=None) -> list[int]:
+    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
+
+    ``tokens [n]`` (the units' token counts) add the short-segment surcharge
+    (:class:`TopicParams` ``short_surcharge``) to the penalised search.
+    """
+    if segments is not None:
+        return partition_k(cost, min(segments, cost.n))
+    beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
+    extra = None
+    if tokens is not None and params.short_surcharge and params.short_tokens > 0:
+        ct = np.concatenate([[0.0], np.cumsum(np.asarray(tokens, dtype=np.float64))])
+        rate, full = float(params.short_surcharge), float(params.short_tokens)
+
+        def extra(a: np.ndarray, b: int) -> np.ndarray:
+            return beta[a] * rate * np.maximum(0.0, 1.0 - (ct[b] - ct[a]) / full)
+    return partition_penalised(cost, beta, extra=extra)
+
+
+def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
+    """Penalty of a segment by the unit it starts at ``[n + 1]``: ``σ² · max(1 + penalty · R, floor)``.
+
+    ``σ²`` (local noise) and ``R`` (correlation length) are measured on the units
+    within ``params.window`` of the start; see :class:`TopicParams`.
+    """
+    n = len(x)
+    s2, acf = local_statistics(x, params.window, params.max_lag)
+    # the autocorrelation up to its first non-positive lag, in units of its first lag
+    keep = np.cumprod(acf > 0, axis=1)
+    first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
+    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
+    return s2 * np.maximum(1.0 + penalty * length, params.floor)
+
+
+def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local noise ``[n + 1]`` and autocorrelation ``[n + 1, L]`` around each unit boundary.
+
+    Around boundary ``i`` the window is units ``[i − window, i + window)``.  The
+    noise is half the mean squared distance between adjacent units there; the
+    autocorrelation at lag ``l`` the mean dot product (the cosine, for unit-length
+    vectors) of unit pairs ``l`` apart that start there, minus the mean of all
+    pairs of the window (centring a
+    short document on its mean pushes every cosine down by about ``1/(n − 1)``,
+    which a long one does not feel; relative to the window's own average pair
+    both read the same).  Prefix sums keep this O(n · L · D).
+    """
+    n = len(x)
+    lags = max(min(max_lag, n - 1), 0)
+    pos = np.arange(n + 1)
+    lo = np.clip(pos - window, 0, n)
+    hi = np.clip(pos + window, 0, n)
+    d = x[1:] - x[:-1]
+    sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
+    a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
+    s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
+    s2 = np.maximum(s2, 1e-9)
+    acf = np.zeros((n + 1, lags))
+    for l in range(1, lags + 1):
+        # pairs (j, j + l) with j in [lo, min(hi, n − l))
+        c = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x[:-l], x[l:]))])
+        top = np.minimum(hi, n - l)
+        count = np.maximum(top - lo, 0)
+        acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
+    cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
+    tot = cx[hi] - cx[lo]
+    cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
+    m = (hi - lo).astype(np.float64)
+    base = (np.einsum("ij,ij->i", tot, tot) - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
+    return s2, acf - base[:, None]
+
+
+def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
+                     penalty: float | None = None, tokens=None, same_line=None, headings=None,
+                     limits: SizeLimits | None = None) -> tuple[list[int], list[float]]:
+    """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
+
+    ``tokens [U]``: the units' token counts, for the unit weights, the
+    short-segment surcharge and the line groups (None: equal weights, no
+    groups).  ``same_line [U]`` (:func:`~headseg.segmenter.lines.starts_same_line`)
+    and ``headings [U]`` (:func:`~headseg.segmenter.lines.heading_units`) group
+    the units the search compares as one (None for both: no groups).
+    ``segments``: exactly that many segments (at most one per item) instead of
+    the penalised optimum; ``penalty`` overrides ``params.penalty``.
+    ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
+    exceeded; a group never outgrows them.
+    """
+    params = params or TopicParams()
+    n = len(x)
+    if n < 2:
+        return [], []
+    x = np.asarray(x, dtype=np.float64)
+    first = None
+    if tokens is not None and (same_line is not None or headings is not None):
+        same = np.zeros(n, dtype=bool) if same_line is None else np.asarray(same_line, dtype=bool)
+        groups = line_groups(same, tokens, params.line_tokens, None if limits is None else limits.sizes,
+                             () if limits is None else limits.caps, headings=headings)
+        if limits is not None and limits.fits is not None:
+            starts = np.searchsorted(groups, np.arange(int(groups[-1]) + 1), side="left")
+            ends = np.append(starts[1:], n)
+            if not all(limits.fits(int(a), int(b)) for a, b in zip(starts, ends)):
+                groups = np.arange(n)  # a foreign counter's counts do not add up: no groups then
+        x, tokens, first = group_units(x, tokens, groups, segments)
+        if first is not None and limits is not None:
+            limits = limits.grouped(first)
+    x = prepare_vectors(x, params)
+    weights = None if tokens is None else unit_weights(tokens, params)
+    cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
+            else limits.cost(x, params.max_units, weights))
+    cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens)
+    if limits is not None and limits.fits is not None:
+        cuts = repair_cuts(cost, cuts, limits.fits)
+    scores = boundary_strength(cost, cuts)
+    return (cuts if first is None else [int(first[c]) for c in cuts]), scores
+
+
+def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
+               penalty: float | None = None, unit_tokens=None, lines=None, headings=None) -> list[int]:
+    """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
+
+    :func:`topic_boundaries`, the search :meth:`Segmenter.segment` runs, for
+    vectors computed elsewhere (cached for a sweep, say); ``unit_tokens [n]``
+    gives the unit weights and the short-segment surcharge, ``lines [n]`` the
+    line each unit starts on (for the line groups; without it, or without
+    tokens, no groups), ``headings [n]`` which units are headings
+    (:func:`~headseg.segmenter.lines.heading_units`; the search cannot then cut
+    between a heading and the unit after it).
+    """
+    same_line = None
+    if unit_tokens is not None and (lines is not None or headings is not None):
+        lines = np.arange(len(x)) if lines is None else np.asarray(lines)
+        same_line = np.concatenate([[False], lines[1:] == lines[:-1]])
+    return topic_boundaries(x, params, segments, penalty, tokens=unit_tokens, same_line=same_line,
+                            headings=headings)[0]
