@@ -10,7 +10,7 @@ from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, cache_dir
-from headseg.export.backend import default_precision
+from headseg.export.policy import default_precision
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 
 from . import options
