@@ -120,7 +120,7 @@ def worker(cfg: dict) -> dict:
     docs = load_docs(cfg["data"], cfg["docs"])
     out = {"name": cfg["name"]}
     if cfg["kind"] in ("langchain", "chonkie"):
-        from headseg.segmenter.evaluation.baselines import METHODS
+        from headseg.segmenter.evaluation.methods import METHODS
 
         m = METHODS[cfg["kind"]]()
         m.setup()

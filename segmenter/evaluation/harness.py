@@ -30,8 +30,8 @@ from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.progress import progress_bar
 
-from .baselines import Method
 from .loaders import Document
+from .methods import Method
 from .metrics import METRIC_NAMES, mean_std, score_document
 
 RESULTS_FORMAT = "headseg-eval-results"
