@@ -81,6 +81,7 @@ def _onnx_config_class():
 
 
 def package_versions() -> dict:
+    """Installed versions of headseg and the export and serving toolchain, for the manifest (absent ones left out)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}

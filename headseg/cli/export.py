@@ -57,6 +57,7 @@ def profile_for(args, loaded) -> HeadProfile:
 
 
 def run(args) -> int:
+    """Run ``headseg export``: export the profile's heads (to ``--out`` or the cache), print the artifact; exit code."""
     if args.out and args.cache:
         raise HeadsegError("give either --out DIR or --cache, not both")
     loaded = load_model(args.model)
@@ -100,6 +101,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``export`` command to the subparsers ``sub``."""
     p = sub.add_parser(
         "export",
         help="export the selected heads to ONNX (graph + manifest)",
