@@ -89,7 +89,7 @@ def peak_rss_mb() -> float:
 
 def build_backend(cfg: dict, loaded, profile):
     from headseg.analysis import TorchBackend
-    from headseg.export.backend import OnnxBackend
+    from headseg.export.engine import OnnxBackend
 
     if cfg["backend"] == "torch":
         return TorchBackend(loaded, device=cfg["device"])
@@ -120,7 +120,7 @@ def worker(cfg: dict) -> dict:
     docs = load_docs(cfg["data"], cfg["docs"])
     out = {"name": cfg["name"]}
     if cfg["kind"] in ("langchain", "chonkie"):
-        from headseg.segmenter.evaluation.baselines import METHODS
+        from headseg.segmenter.evaluation.methods import METHODS
 
         m = METHODS[cfg["kind"]]()
         m.setup()
@@ -231,7 +231,8 @@ def main(argv=None) -> int:
     import torch
 
     from headseg.analysis import TorchBackend, load_model
-    from headseg.export.backend import OnnxBackend, cuda_provider_works
+    from headseg.export.engine import OnnxBackend
+    from headseg.export.runtime import cuda_provider_works
 
     torch.set_num_threads(args.threads)
     loaded = load_model(None)

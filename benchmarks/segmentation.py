@@ -35,7 +35,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from headseg.analysis.errors import HeadsegError  # noqa: E402
 from headseg.analysis.io import atomic_write_text  # noqa: E402
-from headseg.segmenter.evaluation.baselines import METHODS, make_method, parse_methods  # noqa: E402
 from headseg.segmenter.evaluation.harness import (  # noqa: E402
     Dataset,
     ResultStore,
@@ -45,6 +44,7 @@ from headseg.segmenter.evaluation.harness import (  # noqa: E402
     summarise,
 )
 from headseg.segmenter.evaluation.loaders import iter_documents  # noqa: E402
+from headseg.segmenter.evaluation.methods import METHODS, make_method, parse_methods  # noqa: E402
 
 DEFAULT_ROOT = REPO.parent / "shared/data/segmentation"
 

@@ -123,7 +123,7 @@ if name in ("onnx", "torch"):
     seg = Segmenter(**kw)
     run = lambda d: seg.segment(d.text).boundaries
 else:
-    from headseg.segmenter.evaluation.baselines import make_method
+    from headseg.segmenter.evaluation.methods import make_method
     m = make_method(name)
     m.setup()
     def run(d):

@@ -1,10 +1,23 @@
-"""headseg.export — ONNX export of the selected heads and an onnxruntime backend.
+"""headseg.export — ONNX export of the selected heads and the onnxruntime serving engine.
 
-See docs/export.md.  ``OnnxBackend`` has the interface of
-:class:`analysis.capture.TorchBackend`; ``make_backend`` picks one of the two.
+See docs/export.md.  One module per job, importing one way (each only from
+those above it in this list, and from :mod:`headseg.analysis`):
+
+* :mod:`.artifact` — an artifact on disk: layout, manifest, cache directories;
+* :mod:`.runtime` — importing onnxruntime, probing CUDA;
+* :mod:`.policy` — which device and precision serve by default;
+* :mod:`.session` — running one graph (:class:`~.session.OnnxSession`);
+* :mod:`.engine` — :class:`OnnxBackend`, the capture backend over an artifact;
+* :mod:`.wrapper`, :mod:`.exporter` — making an artifact (torch, optimum);
+* :mod:`.serve` — finding, exporting and opening the artifact for a profile;
+* :mod:`.backends` — the backends by name and :func:`make_backend`.
+
+``OnnxBackend`` has the interface of :class:`analysis.capture.TorchBackend`;
+``make_backend`` picks one of the two.
 """
 
 from .artifact import cache_dir, cache_root, read_manifest
-from .backend import OnnxBackend, make_backend
+from .backends import backend_names, make_backend
+from .engine import OnnxBackend
 
-__all__ = ["OnnxBackend", "cache_dir", "cache_root", "make_backend", "read_manifest"]
+__all__ = ["OnnxBackend", "backend_names", "cache_dir", "cache_root", "make_backend", "read_manifest"]

@@ -21,6 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
+from headseg.analysis.capture import TorchBackend
 from headseg.analysis.errors import ArtifactError, HeadsegError, first_line
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.model import LoadedModel
@@ -30,6 +31,7 @@ from headseg.analysis.cache import file_sha256
 from headseg.analysis.progress import progress_bar
 
 from .artifact import GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest
+from .session import OnnxSession
 
 #: The opset: optimum's default for BERT-family encoders.
 DEFAULT_OPSET = 18
@@ -79,6 +81,7 @@ def _onnx_config_class():
 
 
 def package_versions() -> dict:
+    """Installed versions of headseg and the export and serving toolchain, for the manifest (absent ones left out)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -149,10 +152,6 @@ def convert_precision(src: Path, dst: Path, precision: str) -> None:
 
 def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[str], device: str = "cpu") -> dict:
     """Max abs error of ``head_z`` (and the other outputs) vs the torch backend on sample windows."""
-    from headseg.analysis.capture import TorchBackend
-
-    from .backend import OnnxSession
-
     windows = windows_from_text(PARITY_TEXT, loaded.tokenizer, max_tokens=24)
     windows += windows_from_text(PARITY_TEXT, loaded.tokenizer, max_tokens=64)[:2]
     want_attn = "head_attn" in outputs

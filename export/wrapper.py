@@ -101,6 +101,11 @@ class SelectedHeads(nn.Module):
         return torch.matmul(probs, v), probs, v
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
+        """``input_ids``/``attention_mask [B, T]`` → ``{"head_z": [B, N, T, d], ...}``, padded query rows zero.
+
+        With ``attention`` also ``head_attn [B, N, T, T]``, with ``norms``
+        ``head_fnorm [B, N, T]``, without truncation ``last_hidden_state [B, T, hidden]``.
+        """
         mask = attention_mask.to(torch.float32)
         # Unsqueeze, cast, subtract, scale: the classic BERT mask, in the order
         # onnxruntime's attention fusion recognises.

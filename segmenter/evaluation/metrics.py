@@ -167,6 +167,7 @@ def matched_boundaries(ref: Sequence[int], hyp: Sequence[int], tolerance: int = 
 
 
 def boundary_prf(ref: Sequence[int], hyp: Sequence[int], tolerance: int = 0) -> tuple[float, float, float]:
+    """Boundary precision, recall and F1; a match is one-to-one and within ``tolerance`` units."""
     tp = matched_boundaries(ref, hyp, tolerance)
     p = _ratio(tp, len(hyp), not ref)
     r = _ratio(tp, len(ref), not hyp)
@@ -189,6 +190,7 @@ class DocScores:
     k: int
 
     def to_dict(self) -> dict:
+        """The scores as a plain dict, field name → value."""
         return dict(self.__dict__)
 
 

@@ -12,7 +12,10 @@ from headseg.analysis import TorchBackend, windows_from_text
 from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, ProfileError
 from headseg.analysis.profile import HeadProfile
 from headseg.export.artifact import cache_dir, read_manifest
-from headseg.export.backend import OnnxBackend, cuda_provider_works, make_backend, precision_preference
+from headseg.export.backends import make_backend
+from headseg.export.engine import OnnxBackend
+from headseg.export.policy import precision_preference
+from headseg.export.runtime import cuda_provider_works
 from headseg.export.exporter import export_artifact
 
 HEADS = [(1, 3), (2, 0)]

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from headseg.analysis import TorchBackend, windows_from_text
-from headseg.export.backend import OnnxBackend, cuda_provider_works, make_backend
+from headseg.export.backends import make_backend
+from headseg.export.engine import OnnxBackend
+from headseg.export.runtime import cuda_provider_works
 from headseg.export.exporter import export_artifact
 
 pytestmark = pytest.mark.skipif(not cuda_provider_works(), reason="no CUDA GPU usable by onnxruntime")

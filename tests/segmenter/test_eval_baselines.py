@@ -11,10 +11,8 @@ from headseg.segmenter.evaluation.baselines import (
     LangChainMethod,
     TextTilingMethod,
     _cached_embeddings,
-    block_similarity,
-    depth_scores,
-    pick_boundaries,
 )
+from headseg.segmenter.evaluation.tiling import block_similarity, depth_scores, pick_boundaries
 from headseg.segmenter.evaluation.loaders import Document
 
 TOPICS = {

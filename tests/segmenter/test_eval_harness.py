@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from headseg.cli import main
-from headseg.segmenter.evaluation.baselines import EvenMethod, HeadsegMethod, Method, Prediction, RandomMethod
+from headseg.segmenter.evaluation.baselines import EvenMethod, HeadsegMethod, RandomMethod
 from headseg.segmenter.evaluation.harness import Dataset, ResultStore, evaluate, format_markdown, format_tables
 from headseg.segmenter.evaluation.loaders import Document, iter_documents
+from headseg.segmenter.evaluation.methods import Method, Prediction
 from headseg.segmenter.evaluation.metrics import score_document
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "eval"

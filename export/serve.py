@@ -1,0 +1,144 @@
+"""Serving from artifacts: find the cached one, export one into the cache, open one for a profile.
+
+The cache (:func:`~.artifact.cache_dir`) holds one artifact per model, head
+profile and precision.  :func:`onnx_backend` is the whole path from a loaded
+model and a profile to a running :class:`~.engine.OnnxBackend`: the artifact
+given, else the cached one in the device's precision (:mod:`.policy`), else a
+fresh export into the cache (once, under a file lock, so concurrent processes
+export it once between them).  A broken cached artifact is exported again,
+never trusted.  Every failure is an :class:`ArtifactError` that says why;
+:mod:`.backends` decides whether that falls back to torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+from headseg.analysis.cache import cache_root, file_lock, writable_dir
+from headseg.analysis.errors import ArtifactError, first_line
+from headseg.analysis.model import LoadedModel
+from headseg.analysis.profile import HeadProfile
+
+from .artifact import PROFILE_NAME, cache_dir, check_matches, read_manifest
+from .engine import OnnxBackend
+from .exporter import export_artifact
+from .policy import precision_preference, serving_device
+
+logger = logging.getLogger("headseg")
+
+
+def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) -> Path | None:
+    """The first cached artifact directory with a manifest, in ``precisions`` order."""
+    for p in precisions:
+        d = cache_dir(fingerprint, profile_hash, p)
+        if (d / "manifest.json").is_file():
+            return d
+    return None
+
+
+def artifact_profile(artifact: str | os.PathLike, loaded: LoadedModel | None = None) -> HeadProfile:
+    """The head profile an artifact was exported with (``profile.json`` inside it).
+
+    With ``loaded``, the artifact is first checked to come from that model, so a
+    mismatch is reported as what it is (an artifact of another model).
+    """
+    d = Path(artifact)
+    manifest = read_manifest(d)  # a clear message for a missing or broken artifact first
+    if loaded is not None:
+        check_matches(manifest, loaded.info.fingerprint or None, None, str(d), weights_digest=loaded.weights_digest)
+    if not (d / PROFILE_NAME).is_file():
+        raise ArtifactError(f"{d}: no {PROFILE_NAME} in the artifact; pass --profile or run `headseg export` again")
+    return HeadProfile.load(d / PROFILE_NAME)
+
+
+def export_available() -> str | None:
+    """None if this installation can export ONNX graphs, else why not."""
+    for mod in ("optimum", "onnx", "torch"):
+        if importlib.util.find_spec(mod) is None:
+            return f"module '{mod}' is missing (pip install 'headseg[export]')"
+    try:
+        import optimum.exporters.onnx  # noqa: F401  # fails on transformers outside optimum-onnx's range
+    except Exception as exc:  # noqa: BLE001 - any import failure means no export here
+        return f"optimum cannot be imported here ({first_line(exc)}); pip install 'headseg[export]'"
+    return None
+
+
+def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, device: str = "cpu",
+                    quiet: bool = False) -> Path:
+    """Export the profile's heads into the cache once, safely against concurrent exporters; returns the directory.
+
+    Raises :class:`ArtifactError` with the reason if it cannot (no export
+    toolchain, a cache that cannot be written).
+    """
+    why = export_available()
+    if why:
+        raise ArtifactError(f"cannot export the ONNX graph: {why}")
+    target = cache_dir(loaded.info.fingerprint, profile.hash(), precision)
+    if not writable_dir(target.parent):
+        raise ArtifactError(f"the cache {cache_root()} cannot be written (set HEADSEG_CACHE to a writable folder)")
+    with file_lock(target.parent / f".{target.name}.lock"):
+        # Another process may have finished the same export while this one waited.
+        if (target / "manifest.json").is_file():
+            return target
+        if not quiet:
+            logger.warning(f"exporting the ONNX serving graph for {loaded.info.name} ({precision}) into "
+                           f"{target.parent}; this happens once per model, profile and precision")
+        try:
+            export_artifact(loaded, profile.capture_heads, profile.hash(), target, precision=precision,
+                            parity_device=device if precision == "fp16" else "cpu", profile=profile,
+                            progress=not quiet)
+        except OSError as exc:
+            raise ArtifactError(f"cannot write the artifact into {target} ({exc.strerror or exc})") from None
+    return target
+
+
+def onnx_backend(loaded: LoadedModel, profile: HeadProfile | None, device: str | None,
+                 artifact: str | os.PathLike | None, precision: str | None, export: bool, threads: int | None,
+                 quiet: bool, export_in_memory: bool) -> OnnxBackend:
+    """The :class:`OnnxBackend` serving ``profile``: ``artifact``, else the cached one, else a fresh export.
+
+    ``precision`` None is the device's default (:func:`~.policy.precision_preference`);
+    ``export=False`` refuses to export; ``export_in_memory=False`` refuses to
+    export a model built in memory (no weight files to key the cache on), so it
+    is exported only on request.  Raises :class:`ArtifactError` (or
+    :class:`ImportError` without onnxruntime).
+    """
+    if artifact is not None:
+        return open_for_profile(loaded, Path(artifact), device or "auto", profile, threads)
+    if profile is None:
+        raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact (--artifact)")
+    target = serving_device(device)
+    prefs = (precision,) if precision else precision_preference(target)
+    directory = find_cached(loaded.info.fingerprint, profile.hash(), prefs)
+    if directory is not None:
+        try:
+            return open_for_profile(loaded, directory, target, profile, threads)
+        except ArtifactError as exc:
+            if not export or loaded.weights_digest is None:
+                raise
+            # A broken cached artifact is replaced, not trusted.
+            logger.warning(f"re-exporting a broken cached artifact ({first_line(exc, 300)})")
+            (directory / "manifest.json").unlink(missing_ok=True)
+    if not export:
+        raise ArtifactError("no exported ONNX artifact for this model and profile; run `headseg export`")
+    if loaded.weights_digest is None and not export_in_memory:
+        raise ArtifactError("a model built in memory is exported only on request (`headseg export` or backend='onnx')")
+    directory = export_to_cache(loaded, profile, prefs[0], device=target, quiet=quiet)
+    return open_for_profile(loaded, directory, target, profile, threads)
+
+
+def open_for_profile(loaded: LoadedModel, directory: Path, device: str, profile: HeadProfile | None,
+                     threads: int | None = None) -> OnnxBackend:
+    """An :class:`OnnxBackend` on ``directory``, checked to serve every head the profile's segmenter reads."""
+    backend = OnnxBackend(loaded, directory, device=device, profile_hash=None if profile is None else profile.hash(),
+                          threads=threads)
+    if profile is not None:
+        missing = sorted(set(profile.capture_heads) - set(backend.heads))
+        if missing:
+            names = ", ".join(f"L{l}H{h}" for l, h in missing)
+            raise ArtifactError(f"{directory}: the artifact lacks head(s) {names} of the profile; run `headseg export` again")
+    return backend
