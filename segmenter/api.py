@@ -31,6 +31,9 @@ from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize
 
+from headseg.export.backends import backend_names, make_backend
+from headseg.export.serve import artifact_profile
+
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, split_oversized
 from .lines import heading_units, starts_same_line
@@ -91,10 +94,12 @@ class Segmenter:
         ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
         spaCy...) for the units instead of the sentence rules.
         """
+        names = backend_names()
         if not isinstance(backend, str) and not hasattr(backend, "capture"):
-            raise HeadsegError(f"backend must be 'auto', 'onnx', 'torch' or a capture backend (got {backend!r})")
-        if backend not in ("auto", "onnx", "torch") and isinstance(backend, str):
-            raise HeadsegError(f"unknown backend '{backend}' (use auto, onnx or torch)")
+            raise HeadsegError(f"backend must be {', '.join(repr(n) for n in names)} or a capture backend "
+                               f"(got {backend!r})")
+        if isinstance(backend, str) and backend not in names:
+            raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(names[:-1])} or {names[-1]})")
         if unit_mode not in ("auto", "rules", "heads"):
             raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -105,15 +110,11 @@ class Segmenter:
             # The ONNX engine needs no torch weights: load them only for the torch backend.
             self.loaded = load_model(model, weights=backend == "torch")
         if artifact is not None and profile is None:
-            from headseg.export.backend import artifact_profile
-
             profile = artifact_profile(artifact, self.loaded)
         self.profile = resolve_profile(self.loaded.info, profile)
         if hasattr(backend, "capture"):
             self.backend = backend
         else:
-            from headseg.export.backend import make_backend
-
             self.backend = make_backend(self.loaded, self.profile, backend=backend, device=device, artifact=artifact,
                                         precision=precision, threads=threads, quiet=quiet)
         self.batch_size = int(batch_size)
