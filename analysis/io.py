@@ -10,8 +10,9 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from .errors import InputError
+from .errors import HeadsegError, InputError
 
 #: Inputs above this size are refused unless the caller raises the limit.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -108,6 +109,49 @@ def read_text(
     if not allow_empty and not text.strip():
         raise InputError(f"{source}: empty input (nothing but whitespace)")
     return text
+
+
+def read_json(
+    path: str | os.PathLike,
+    error: type[HeadsegError],
+    *,
+    unreadable: str,
+    missing: str | None = None,
+) -> Any:
+    """The JSON value stored in the file at ``path``, or ``error`` raised with the caller's message.
+
+    Each message is a :meth:`str.format` template in which ``{path}`` is ``path``
+    as given.  ``unreadable`` (an I/O error, text that is not UTF-8, or not JSON)
+    also gets ``{exc}``, the reason, and ``{exc_type}``, its class name.
+    ``missing`` is raised when ``path`` is not a file; None leaves that case to
+    ``unreadable``, for callers that have checked the file already.
+    """
+    p = Path(path)
+    if missing is not None and not p.is_file():
+        raise error(missing.format(path=path))
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(unreadable.format(path=path, exc=exc, exc_type=type(exc).__name__)) from None
+
+
+def read_json_object(
+    path: str | os.PathLike,
+    error: type[HeadsegError],
+    *,
+    unreadable: str,
+    not_object: str,
+    missing: str | None = None,
+) -> dict:
+    """:func:`read_json` for a file that must hold a JSON object.
+
+    ``not_object`` (a template with ``{path}``) is raised when the file holds
+    another JSON value (a list, a number, ...).
+    """
+    value = read_json(path, error, unreadable=unreadable, missing=missing)
+    if not isinstance(value, dict):
+        raise error(not_object.format(path=path))
+    return value
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

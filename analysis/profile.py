@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ProfileError
-from .io import atomic_write_json
+from .io import atomic_write_json, read_json_object
 
 PROFILE_VERSION = 1
 
@@ -152,15 +152,12 @@ class HeadProfile:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "HeadProfile":
-        p = Path(path)
-        if not p.is_file():
-            raise ProfileError(f"{path}: no such head profile file")
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ProfileError(f"{path}: cannot read head profile ({exc})") from None
-        if not isinstance(d, dict):
-            raise ProfileError(f"{path}: not a valid head profile (expected a JSON object)")
+        d = read_json_object(
+            path, ProfileError,
+            missing="{path}: no such head profile file",
+            unreadable="{path}: cannot read head profile ({exc})",
+            not_object="{path}: not a valid head profile (expected a JSON object)",
+        )
         return cls.from_dict(d, source=str(path))
 
     def hash(self) -> str:

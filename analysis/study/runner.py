@@ -28,7 +28,7 @@ import numpy as np
 from ..capture import TorchBackend
 from ..text import window_width
 from ..errors import HeadsegError, InputError, ProfileError
-from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json
+from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json, read_json_object
 from ..progress import progress_bar
 from .corpus import build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
 from .stats import StudyAccumulator, token_category_index
@@ -170,10 +170,8 @@ class Study:
     def _check_existing_profile(self) -> None:
         hp = self.out / "heads.json"
         if self.cfg.resume and not self.cfg.force and hp.is_file():
-            try:
-                fp = json.loads(hp.read_text(encoding="utf-8")).get("model_fingerprint")
-            except (OSError, ValueError, AttributeError):
-                raise ProfileError(f"{hp}: cannot read the existing head profile; use --force to overwrite") from None
+            unreadable = "{path}: cannot read the existing head profile; use --force to overwrite"
+            fp = read_json_object(hp, ProfileError, unreadable=unreadable, not_object=unreadable).get("model_fingerprint")
             if fp != self.info.fingerprint:
                 raise ProfileError(
                     f"{hp} is a profile for another model ({fp}), not {self.info.name} ({self.info.fingerprint}); "
