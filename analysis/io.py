@@ -76,6 +76,36 @@ def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
     return text
 
 
+def _read_error(source: str, exc: OSError) -> InputError:
+    """The one-line error for a file the operating system refused to stat or read."""
+    if isinstance(exc, PermissionError):
+        return InputError(f"{source}: permission denied")
+    return InputError(f"{source}: cannot read ({exc.strerror or exc})")
+
+
+def file_size(path: str | os.PathLike) -> int:
+    """Size in bytes of the file at ``path``; :class:`InputError` when it is missing, a directory or unreadable."""
+    source = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{source}: no such file")
+    if p.is_dir():
+        raise InputError(f"{source}: is a directory, not a file")
+    try:
+        return p.stat().st_size
+    except OSError as exc:
+        raise _read_error(source, exc) from None
+
+
+def read_head(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` bytes of the file at ``path`` (all of a shorter file), errors as :func:`file_size`."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(max_bytes)
+    except OSError as exc:
+        raise _read_error(str(path), exc) from None
+
+
 def read_text(
     path: str | os.PathLike,
     encoding: str = "utf-8",
@@ -88,21 +118,10 @@ def read_text(
         data = sys.stdin.buffer.read(max_bytes + 1)
         source = "<stdin>"
     else:
-        p = Path(path)
-        if not p.exists():
-            raise InputError(f"{source}: no such file")
-        if p.is_dir():
-            raise InputError(f"{source}: is a directory, not a file")
-        try:
-            size = p.stat().st_size
-            if size > max_bytes:
-                raise InputError(f"{source}: {size:,} bytes is over the limit of {max_bytes:,} (raise it with --max-bytes)")
-            with open(p, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-        except PermissionError:
-            raise InputError(f"{source}: permission denied") from None
-        except OSError as exc:
-            raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        size = file_size(path)
+        if size > max_bytes:
+            raise InputError(f"{source}: {size:,} bytes is over the limit of {max_bytes:,} (raise it with --max-bytes)")
+        data = read_head(path, max_bytes + 1)
     if len(data) > max_bytes:
         raise InputError(f"{source}: input is over the limit of {max_bytes:,} bytes (raise it with --max-bytes)")
     text = decode_text(data, source, encoding)

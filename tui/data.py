@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
-from headseg.analysis.io import atomic_save_npz, decode_text, read_text
+from headseg.analysis.io import atomic_save_npz, decode_text, file_size, read_head, read_text
 from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.similarity import context_similarity
 from headseg.analysis.text import Window, make_windows, split_sentences, tokenize
@@ -313,22 +313,11 @@ def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES,
     break when there is one, and never inside a UTF-8 sequence) and ``note``
     says so.  Empty, binary and undecodable files raise :class:`InputError`.
     """
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{path}: no such file")
-    if p.is_dir():
-        raise InputError(f"{path}: is a directory, not a file")
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    # The checks and messages are read_text's: a file that fits is read by it whole.
+    size = file_size(path)
     if size <= head_bytes:
-        return read_text(p, encoding=encoding, max_bytes=max(head_bytes, 1)), ""
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read(head_bytes)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return read_text(Path(path), encoding=encoding, max_bytes=max(head_bytes, 1)), ""
+    data = read_head(path, head_bytes)
     cut = data.rfind(b"\n")
     if cut > len(data) // 2:
         data = data[: cut + 1]
