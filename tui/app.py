@@ -31,7 +31,7 @@ from .data import (
     AutoSegmenter,
     DocumentModel,
     ModelSource,
-    Segmentation,
+    MarkedSpans,
     read_document,
     sentence_segmentation,
     spans_to_token_ids,
@@ -171,7 +171,7 @@ class HeadsegApp(App):
         self.pooling = POOLINGS[0]
         self.stats: dict[str, np.ndarray] = {}
         self.stat_index = 0
-        self.segmentation: Segmentation | None = None
+        self.segmentation: MarkedSpans | None = None
         self.profile_heads: list[tuple[int, int]] = []
         self.status = "loading"
         self.message = ""
@@ -313,7 +313,7 @@ class HeadsegApp(App):
         self.matrix_view.cursor = (min(1, t - 1), min(2, t - 1))
         self.update_view()
 
-    def _segmentation_ready(self, seg: Segmentation, warning: str) -> None:
+    def _segmentation_ready(self, seg: MarkedSpans, warning: str) -> None:
         self.segmentation = seg
         if warning:
             self.notify(warning, severity="warning")
@@ -631,7 +631,7 @@ def create_app(
     ready :class:`DocumentModel`, e.g. from :func:`tui.data.load_precomputed`);
     none means the bundled sample.  ``loaded`` skips loading ``model``.
     ``segmenter`` is ``"auto"`` (``segmenter.api`` if present), ``None``
-    (sentences only) or a callable ``text -> Segmentation | (Segmentation, warning)``.
+    (sentences only) or a callable ``text -> MarkedSpans | (MarkedSpans, warning)``.
     ``profile=None`` uses the shipped profile when it matches the model.
     """
     return HeadsegApp(

@@ -335,8 +335,15 @@ def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES,
 
 
 @dataclass
-class Segmentation:
-    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans."""
+class MarkedSpans:
+    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans.
+
+    Plain spans, not a :class:`headseg.analysis.segments.Segmentation`: the
+    sentence fallback has no segmenter result, and an injected segmenter may
+    return these directly.  ``topic_scores``: one per topic (the segmenter's
+    boundary scores); ``source``: ``"sentences"`` or ``"segmenter"``, named in
+    the pane's header.
+    """
 
     units: list[tuple[int, int]]
     topics: list[tuple[int, int]]
@@ -344,15 +351,15 @@ class Segmentation:
     source: str = "sentences"
 
 
-def sentence_segmentation(text: str) -> Segmentation:
+def sentence_segmentation(text: str) -> MarkedSpans:
     """The fallback: sentences from :func:`analysis.text.split_sentences`, no topics."""
-    return Segmentation(units=split_sentences(text), topics=[], source="sentences")
+    return MarkedSpans(units=split_sentences(text), topics=[], source="sentences")
 
 
 class AutoSegmenter:
     """Units and topics from ``segmenter.api.Segmenter`` when it exists and works.
 
-    Returns ``(Segmentation, warning)``; on any failure the warning explains it
+    Returns ``(MarkedSpans, warning)``; on any failure the warning explains it
     and the segmentation falls back to sentences, because the TUI must keep
     working without the segmenter.
     """
@@ -361,7 +368,7 @@ class AutoSegmenter:
         self.model = model
         self.profile = profile
 
-    def __call__(self, text: str) -> tuple[Segmentation, str]:
+    def __call__(self, text: str) -> tuple[MarkedSpans, str]:
         try:
             from headseg.segmenter.api import Segmenter
         except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
@@ -371,7 +378,7 @@ class AutoSegmenter:
             units = seg.segment(text, level="unit")
             topics = seg.segment(text, level="topic")
             return (
-                Segmentation(
+                MarkedSpans(
                     units=[(s.start, s.end) for s in units],
                     topics=[(s.start, s.end) for s in topics],
                     topic_scores=[float(s.score) for s in topics],
