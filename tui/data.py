@@ -24,7 +24,7 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.io import atomic_save_npz, decode_text, file_size, read_head, read_text
-from headseg.analysis.norms import norm_weighted_attention
+from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
 from headseg.analysis.text import Window, make_windows, split_sentences, tokenize
 
@@ -291,6 +291,30 @@ class DocumentModel:
         if not (0 <= layer < self.num_layers and 0 <= head < self.num_heads):
             raise InputError(f"head L{layer}H{head} does not exist ({self.num_layers}x{self.num_heads} model)")
         return self.matrices(i).matrix(layer, head, kind)
+
+    def find_token(self, query: str, window_index: int, start_row: int) -> tuple[int, int] | None:
+        """``(window, row)`` of the next token matching ``query``, or None.
+
+        The search starts at row ``start_row`` of window ``window_index``, goes on
+        through the later windows and wraps round to the rows before the start.
+        Tokens are compared without their word-piece marker and case; in each
+        window an exact match beats a token containing ``query``; special tokens
+        never match.
+        """
+        q = strip_marker(query.strip()).lower()
+        n = len(self)
+        for step in range(n + 1):
+            wi = (window_index + step) % n
+            w = self.window(wi)
+            keys = [strip_marker(t).lower() if not sp else None for t, sp in zip(w.tokens, w.special)]
+            first = start_row if step == 0 else 0
+            last = len(keys) if step < n else start_row
+            hits = [i for i in range(first, last) if keys[i] == q] or [
+                i for i in range(first, last) if keys[i] is not None and q in keys[i]
+            ]
+            if hits:
+                return wi, hits[0]
+        return None
 
 
 def spans_to_token_ids(window: Window, spans: list[tuple[int, int]]) -> np.ndarray:

@@ -393,7 +393,8 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
     captured = {}
 
     def fake_run(self):
-        captured.update(path=self.path, colours=self.color_system, seg=self.segmenter, windows=self.max_windows)
+        captured.update(path=self.options.path, colours=self.color_system, seg=self.options.segmenter,
+                        windows=self.options.max_windows)
 
     monkeypatch.setattr(HeadsegApp, "run", fake_run)
     f = tmp_path / "doc.txt"
