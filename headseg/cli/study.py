@@ -43,7 +43,7 @@ def run(args) -> int:
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     loaded = load_model(args.model)
     if args.engine == "ray":
-        from headseg.segmenter.distributed import run_study_ray
+        from headseg.analysis.study.distributed import run_study_ray
 
         if args.report_only or args.stop_after_batches is not None:
             raise InputError("--report-only and --stop-after-batches are for the local engine")
