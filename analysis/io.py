@@ -180,10 +180,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8, atomically (see :func:`atomic_write_bytes`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
+    """Write ``obj`` to ``path`` as indented UTF-8 JSON with a final newline, atomically."""
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -94,6 +94,7 @@ class Tokenizer:
         return ids, offsets
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        """The token strings of ``ids`` (``""`` for an id the vocabulary lacks)."""
         return [self.backend.id_to_token(int(i)) or "" for i in ids]
 
     def save(self, directory: str | os.PathLike) -> None:

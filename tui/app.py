@@ -97,6 +97,7 @@ class HeadsegApp(App):
 
     # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
+        """The panes: document on the left; matrix, cursor line and grid on the right."""
         yield Header()
         with Horizontal(id="body"):
             with DocumentView(id="doc"):
@@ -110,13 +111,16 @@ class HeadsegApp(App):
 
     @property
     def matrix_view(self) -> MatrixView:
+        """The matrix pane."""
         return self.query_one("#matrix", MatrixView)
 
     @property
     def grid(self) -> HeadGrid:
+        """The layer × head grid."""
         return self.query_one("#grid", HeadGrid)
 
     def on_mount(self) -> None:
+        """Titles, a spinner on the matrix pane, and the load worker."""
         self.matrix_view.border_title = "matrix"
         self.query_one("#doc").border_title = "document"
         self.query_one("#grid-box").border_title = "layer × head"
@@ -150,7 +154,7 @@ class HeadsegApp(App):
         self.profile_heads = list(prepared.profile_heads)
         self.status = "ready"
         self.segmentation = self.segmentation or sentence_segmentation(doc.text)
-        self.sub_title = f"{doc.source.name} · {self._doc_name()}"
+        self.sub_title = f"{doc.source.name} · {self.options.input_name}"
         self.grid.configure(doc.num_layers, doc.num_heads)
         self.grid.set_selected(self.profile_heads)
         if self.profile_heads:
@@ -185,13 +189,6 @@ class HeadsegApp(App):
         self.matrix_view.border_title = "no matrix"
         self.notify(message, title="error", severity="error", timeout=10)
 
-    def _doc_name(self) -> str:
-        if self.options.path is not None:
-            return Path(self.options.path).name
-        if self.options.text is not None:
-            return "text"
-        return "document" if self.doc is not None else "sample"
-
     # ------------------------------------------------------------------- views
     def current_matrix(self) -> np.ndarray:
         """The ``[T, T]`` matrix the matrix pane shows (window, layer, head, kind)."""
@@ -203,6 +200,7 @@ class HeadsegApp(App):
         return spans_to_token_ids(self.doc.window(self.window_index), units)
 
     def update_view(self) -> None:
+        """Redraw the matrix, titles, cursor line and document (a window not computed yet is computed first)."""
         if self.doc is None:
             return
         if not self.doc.is_cached(self.window_index):
@@ -232,15 +230,8 @@ class HeadsegApp(App):
         t = mv.matrix.shape[0]
         if lay is not None and lay.tokens != t:
             lay = None
-        if lay is None:
-            # Not drawn yet (the pane has no size): the Drawn message brings the rest.
-            size = f"{t}×{t}"
-        elif lay.pooled:
-            size = f"{t}×{t} → {lay.bins}×{lay.bins} {self.pooling}-pooled"
-        elif lay.zoom > 1:
-            size = f"{t}×{t} (×{lay.zoom})"
-        else:
-            size = f"{t}×{t}"
+        # Not drawn yet (the pane has no size): the Drawn message brings the rest.
+        size = f"{t}×{t}" if lay is None else lay.describe(self.pooling)
         mv.border_title = f"L{self.layer} H{self.head} · {KIND_LABELS[self.kind]}"
         scale = "" if lay is None else f" · [{mv.value_range[0]:.4g}, {mv.value_range[1]:.4g}]"
         mv.border_subtitle = f"win {self.window_index + 1}/{len(self.doc)} · {size}{scale}"
@@ -261,11 +252,7 @@ class HeadsegApp(App):
         line = Text(no_wrap=True, overflow="ellipsis")
         line.append(desc, style="bold")
         line.append(f"  chars {w.offsets[r][0]}–{w.offsets[r][1]} × {w.offsets[c][0]}–{w.offsets[c][1]}\n", style="dim")
-        lo, hi = mv.value_range
-        line.append(f"{lo:.4g} ", style="dim")
-        for seg in mv.renderer.legend(24):
-            line.append(seg.text, style=seg.style)
-        line.append(f" {hi:.4g}", style="dim")
+        line.append_text(mv.scale_legend(24))
         if self.kind == "sentences":
             line.append("  dimmed = different units", style="dim")
         # Fixed height: no layout pass needed, which keeps head switches cheap.
@@ -297,6 +284,7 @@ class HeadsegApp(App):
 
     @work(thread=True, exclusive=True, group="window")
     def compute_window(self, index: int) -> None:
+        """Worker: compute window ``index``'s matrices, then show it (or notify the failure)."""
         try:
             self.doc.matrices(index)
         except Exception as exc:  # noqa: BLE001 - report and keep the app alive
@@ -315,24 +303,29 @@ class HeadsegApp(App):
 
     # ----------------------------------------------------------------- messages
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
+        """Follow the matrix cursor in the cursor line and the document."""
         if self.doc is not None and self.matrix_view.matrix is not None:
             self._update_info()
             self._update_document()
 
     def on_matrix_view_drawn(self, message: MatrixView.Drawn) -> None:
         # The title says how the matrix was pooled, which depends on the pane size.
+        """Retitle after a redraw."""
         if self.doc is not None and self.matrix_view.matrix is not None:
             self._update_titles()
             self._update_info()
 
     def on_head_grid_head_chosen(self, message: HeadGrid.HeadChosen) -> None:
+        """Show the head chosen in the grid."""
         self.select_head(message.layer, message.head)
 
     def on_document_view_window_step(self, message: DocumentView.WindowStep) -> None:
+        """Step through windows from the document pane."""
         self.action_window(message.step)
 
     # ------------------------------------------------------------------ actions
     def select_head(self, layer: int, head: int) -> None:
+        """Show head ``(layer, head)``, clamped to the model."""
         if self.doc is None:
             return
         self.layer = min(max(layer, 0), self.doc.num_layers - 1)
@@ -341,14 +334,17 @@ class HeadsegApp(App):
         self.update_view()
 
     def action_layer(self, step: int) -> None:
+        """Key ``[``/``]``: the previous/next layer."""
         if self.doc is not None:
             self.select_head(self.layer + step, self.head)
 
     def action_head(self, step: int) -> None:
+        """Key ``,``/``.``: the previous/next head."""
         if self.doc is not None:
             self.select_head(self.layer, self.head + step)
 
     def action_window(self, step: int) -> None:
+        """Key ``p``/``n``: the previous/next loaded window."""
         if self.doc is None:
             return
         new = min(max(self.window_index + step, 0), len(self.doc) - 1)
@@ -362,22 +358,27 @@ class HeadsegApp(App):
         self.update_view()
 
     def action_kind(self) -> None:
+        """Key ``a``: the next matrix kind."""
         self.kind = KINDS[(KINDS.index(self.kind) + 1) % len(KINDS)]
         self.update_view()
 
     def action_pooling(self) -> None:
+        """Key ``m``: the next pooling (max, mean)."""
         self.pooling = POOLINGS[(POOLINGS.index(self.pooling) + 1) % len(POOLINGS)]
         self.update_view()
 
     def action_stat(self) -> None:
+        """Key ``s``: colour the grid by the next statistic."""
         if self.stats:
             self.stat_index = (self.stat_index + 1) % len(self.stats)
             self._show_stat()
 
     def action_help(self) -> None:
+        """Key ``?``: the help screen."""
         self.push_screen(HelpScreen())
 
     def action_find(self) -> None:
+        """Key ``/``: ask for a token, then :meth:`find_token`."""
         if self.doc is not None:
             self.push_screen(FindScreen(), self.find_token)
 
@@ -417,6 +418,7 @@ class HeadsegApp(App):
         self.update_view()
 
     def action_export(self) -> None:
+        """Key ``e``: save the matrix shown as a PNG in the export folder (in a worker)."""
         if self.doc is None or self.matrix_view.matrix is None:
             self.notify("nothing to export yet", severity="warning")
             return

@@ -59,12 +59,14 @@ class WindowMatrices:
 
     @property
     def s(self) -> np.ndarray:
+        """Context similarity ``S = Z·Zᵀ`` of every head, ``[L, H, T, T]`` (computed once)."""
         if self._s is None:
             self._s = context_similarity(self.z)
         return self._s
 
     @property
     def norm_attn(self) -> np.ndarray:
+        """Norm-weighted attention ``‖α f(x)‖`` of every head, ``[L, H, T, T]`` (computed once)."""
         if self._norm is None:
             self._norm = norm_weighted_attention(self.attn, self.fnorm)
         return self._norm
@@ -92,25 +94,31 @@ class ModelSource:
 
     @property
     def name(self) -> str:
+        """The model's name."""
         return self.loaded.info.name
 
     @property
     def num_layers(self) -> int:
+        """Layers of the model."""
         return self.loaded.info.num_layers
 
     @property
     def num_heads(self) -> int:
+        """Heads per layer."""
         return self.loaded.info.num_heads
 
     @property
     def fingerprint(self) -> str:
+        """The model's fingerprint (matched against head profiles)."""
         return self.loaded.info.fingerprint
 
     @property
     def tokenizer(self):
+        """The model's tokenizer, which cuts the document into windows."""
         return self.loaded.tokenizer
 
     def compute(self, window: Window) -> WindowMatrices:
+        """Every head's ``z``, attention and value norms for ``window`` (one forward pass at a time)."""
         from headseg.analysis.capture import TorchBackend
 
         with self._lock:
@@ -137,6 +145,7 @@ class PrecomputedSource:
         self.tokenizer = None
 
     def compute(self, window: Window) -> WindowMatrices:
+        """The saved matrices of ``window`` (by its index)."""
         m = self._matrices[window.index]
         # A fresh object, so derived caches never leak between documents.
         return WindowMatrices(z=m.z, attn=m.attn, fnorm=m.fnorm)
@@ -254,21 +263,25 @@ class DocumentModel:
 
     @property
     def num_layers(self) -> int:
+        """Layers of the source's model."""
         return self.source.num_layers
 
     @property
     def num_heads(self) -> int:
+        """Heads per layer of the source's model."""
         return self.source.num_heads
 
     def __len__(self) -> int:
         return len(self.windows)
 
     def window(self, i: int) -> Window:
+        """Window ``i``; :class:`InputError` when out of range."""
         if not 0 <= i < len(self.windows):
             raise InputError(f"window {i} is out of range (0..{len(self.windows) - 1})")
         return self.windows[i]
 
     def is_cached(self, i: int) -> bool:
+        """Whether window ``i``'s matrices are computed and cached (showing it is then cheap)."""
         with self._lock:
             return i in self._cache
 

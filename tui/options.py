@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, DocumentModel
@@ -49,3 +50,15 @@ class AppOptions:
     color_system: str = "auto"
     export_dir: str | os.PathLike = "."
     stats_windows: int = 4
+
+    @property
+    def input_name(self) -> str:
+        """The input's name in the app's title: the file's name, ``text``, or ``document``.
+
+        ``document`` stands for a ready document and for the bundled sample alike.
+        """
+        if self.path is not None:
+            return Path(self.path).name
+        if self.text is not None:
+            return "text"
+        return "document"

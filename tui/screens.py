@@ -39,9 +39,11 @@ class HelpScreen(ModalScreen[None]):
     """
 
     def compose(self) -> ComposeResult:
+        """The help text."""
         yield Static(HELP, id="help")
 
     def action_dismiss_help(self) -> None:
+        """Close the screen."""
         self.dismiss(None)
 
 
@@ -55,13 +57,17 @@ class FindScreen(ModalScreen[str | None]):
     """
 
     def compose(self) -> ComposeResult:
+        """The search box."""
         yield Input(placeholder="find token (e.g. river)", id="find")
 
     def on_mount(self) -> None:
+        """Focus the search box."""
         self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Close with the typed token."""
         self.dismiss(event.value)
 
     def action_cancel(self) -> None:
+        """Close with None."""
         self.dismiss(None)

@@ -74,6 +74,9 @@ class StudyConfig:
         return {k: getattr(self, k) for k in keys}
 
     def validate(self, max_positions: int) -> None:
+        """Refuse (:class:`InputError`, naming the flag) settings no study can run with; ``max_positions``
+        is the model's window limit in tokens.
+        """
         if self.samples < 1:
             raise InputError("--samples must be at least 1")
         if self.batch_size < 1:
@@ -179,10 +182,15 @@ class Study:
                 )
 
     def save_checkpoint(self, batches_done: int) -> None:
+        """Write the accumulator and run metadata to ``DIR/checkpoint.npz``, atomically."""
         meta = dict(self._meta(), batches_done=batches_done)
         atomic_save_npz(self.out / CHECKPOINT, meta=np.asarray(json.dumps(meta, sort_keys=True)), **self.acc.state())
 
     def load_checkpoint(self) -> int:
+        """Load ``DIR/checkpoint.npz`` into the accumulator; returns the batches it holds.
+
+        Refused when unreadable, or made for another model, corpus or parameters.
+        """
         path = self.out / CHECKPOINT
         try:
             with np.load(path, allow_pickle=False) as f:
@@ -342,4 +350,5 @@ def _torch_threads() -> int:
 
 
 def run_study(cfg: StudyConfig, loaded, stop_after_batches: int | None = None) -> dict | None:
+    """Run the study of ``cfg`` with ``loaded`` (see :meth:`Study.run`); the report, or None when stopped early."""
     return Study(cfg, loaded).run(stop_after_batches=stop_after_batches)

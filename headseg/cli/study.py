@@ -68,6 +68,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``study`` command and its flags to the ``sub`` parsers."""
     p = sub.add_parser(
         "study",
         help="run the similarity-matrix study on a corpus and select heads",
@@ -111,6 +112,7 @@ def register(sub) -> None:
 
 
 def argparse_suppress():
+    """``argparse.SUPPRESS``: hides a test-only flag from ``--help``."""
     import argparse
 
     return argparse.SUPPRESS
