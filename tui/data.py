@@ -389,7 +389,7 @@ class MarkedSpans:
 
 
 def sentence_segmentation(text: str) -> MarkedSpans:
-    """The fallback: sentences from :func:`analysis.text.split_sentences`, no topics."""
+    """The fallback: sentences from :func:`headseg.analysis.text.split_sentences`, no topics."""
     return MarkedSpans(units=split_sentences(text), topics=[], source="sentences")
 
 

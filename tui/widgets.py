@@ -33,7 +33,7 @@ class MatrixView(Widget, can_focus=True):
     """A ``T × T`` matrix as a half-block heatmap with a cell cursor.
 
     ``set_matrix`` replaces the data; the widget pools it to its own size
-    (max or mean, see :mod:`tui.heatmap`) and re-pools on resize.  Arrow keys /
+    (max or mean, see :mod:`headseg.tui.heatmap`) and re-pools on resize.  Arrow keys /
     hjkl move the cursor by one token and post :class:`MatrixView.CursorMoved`.
     """
 

@@ -179,7 +179,7 @@ def evaluate_claims(rep: dict, num_layers: int, num_heads: int) -> list[dict]:
 
 
 def build_report(study) -> tuple[dict, dict]:
-    """``(report, selection)`` from a finished :class:`~analysis.study.Study`."""
+    """``(report, selection)`` from a finished :class:`~headseg.analysis.study.Study`."""
     cfg, info, acc = study.cfg, study.info, study.acc
     L, H = info.num_layers, info.num_heads
     rep = summarise(acc, cfg.short_range)

@@ -1,9 +1,11 @@
 """``headseg study``: the streaming similarity-matrix study over a corpus.
 
-Pipeline: corpus → planned windows (:mod:`analysis.study_corpus`) → batches
-through :class:`~analysis.capture.TorchBackend` (all heads, attention and value
-norms) → fixed-size accumulators (:mod:`analysis.study_stats`) → report,
-figures and head profile (:mod:`analysis.study_report`).
+Pipeline: corpus → planned windows (:mod:`headseg.analysis.study.corpus`) →
+batches through :class:`~headseg.analysis.capture.TorchBackend` (all heads,
+attention and value norms) → fixed-size accumulators
+(:mod:`headseg.analysis.study.stats`) → report, figures and head profile
+(:mod:`headseg.analysis.study.report`).  The same run sharded over Ray is
+:mod:`headseg.analysis.study.distributed`.
 
 The accumulator is checkpointed atomically to ``DIR/checkpoint.npz`` every
 ``checkpoint_every`` batches and at the end; ``resume`` continues from it.

@@ -1,4 +1,4 @@
-"""``headseg tui``: the interactive inspector (see :mod:`tui.app`)."""
+"""``headseg tui``: the interactive inspector (see :mod:`headseg.tui.app`)."""
 
 from __future__ import annotations
 
