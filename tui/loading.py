@@ -54,7 +54,7 @@ def prepare_document(options: AppOptions, document: DocumentModel | None, loaded
     loaded when the document needs it).  A profile or report that fails is a
     note; anything else that fails raises.
     """
-    if document:
+    if document is not None:
         doc = document
     else:
         doc, loaded = _build_document(options, loaded)
