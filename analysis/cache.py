@@ -37,6 +37,7 @@ def cache_root() -> Path:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
+    """Hex SHA-256 digest of the file at ``path``, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -43,6 +43,7 @@ class HeadActivations:
     fnorm: np.ndarray | None = None
 
     def index(self, layer: int, head: int) -> int:
+        """Position of head ``(layer, head)`` on the ``N`` axis; :class:`HeadsegError` if it was not captured."""
         try:
             return self.heads.index((int(layer), int(head)))
         except ValueError:
@@ -53,6 +54,7 @@ class HeadActivations:
 
     @property
     def lengths(self) -> np.ndarray:
+        """Real (unpadded) tokens per window, ``[B]``."""
         return self.attention_mask.sum(axis=1)
 
     def window(self, b: int) -> "HeadActivations":
@@ -88,7 +90,9 @@ class CaptureBackend(Protocol):
     device: str
 
     @property
-    def info(self) -> ModelInfo: ...
+    def info(self) -> ModelInfo:
+        """The :class:`ModelInfo` of the model the backend runs."""
+        ...
 
     def capture(
         self,
@@ -102,6 +106,7 @@ class CaptureBackend(Protocol):
 
 
 def all_heads(num_layers: int, num_heads: int) -> tuple[Head, ...]:
+    """Every ``(layer, head)`` of a ``num_layers × num_heads`` model, layer-major."""
     return tuple((l, h) for l in range(num_layers) for h in range(num_heads))
 
 
@@ -181,6 +186,10 @@ def attention_hooks(loaded: LoadedModel, layers: Iterable[int], store: dict, sto
 
 
 def resolve_torch_device(device: str | None) -> str:
+    """``cpu`` or ``cuda`` for ``device`` (``auto``/None: cuda when torch sees a GPU).
+
+    :class:`DeviceError` for cuda without a GPU, or an unknown device.
+    """
     import torch
 
     if device in (None, "auto"):
@@ -210,6 +219,7 @@ class TorchBackend:
 
     @property
     def info(self):
+        """The loaded model's :class:`ModelInfo`."""
         return self.loaded.info
 
     def capture(

@@ -63,6 +63,9 @@ def top_pairs(s: np.ndarray, k: int) -> list[tuple[int, int, float]]:
 
 
 def summarise(s: np.ndarray, window, k: int) -> dict:
+    """Summary of one head's ``s [T, T]`` on ``window``: off-diagonal min/max/mean/std, the ``k`` top pairs
+    (``top_pairs``), their mean distance and share within one sentence, and the mean distance of all pairs.
+    """
     t = s.shape[0]
     iu, ju = np.triu_indices(t, k=1)
     vals = s[iu, ju]

@@ -10,8 +10,9 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from .errors import InputError
+from .errors import HeadsegError, InputError
 
 #: Inputs above this size are refused unless the caller raises the limit.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -75,6 +76,36 @@ def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
     return text
 
 
+def _read_error(source: str, exc: OSError) -> InputError:
+    """The one-line error for a file the operating system refused to stat or read."""
+    if isinstance(exc, PermissionError):
+        return InputError(f"{source}: permission denied")
+    return InputError(f"{source}: cannot read ({exc.strerror or exc})")
+
+
+def file_size(path: str | os.PathLike) -> int:
+    """Size in bytes of the file at ``path``; :class:`InputError` when it is missing, a directory or unreadable."""
+    source = str(path)
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{source}: no such file")
+    if p.is_dir():
+        raise InputError(f"{source}: is a directory, not a file")
+    try:
+        return p.stat().st_size
+    except OSError as exc:
+        raise _read_error(source, exc) from None
+
+
+def read_head(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The first ``max_bytes`` bytes of the file at ``path`` (all of a shorter file), errors as :func:`file_size`."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(max_bytes)
+    except OSError as exc:
+        raise _read_error(str(path), exc) from None
+
+
 def read_text(
     path: str | os.PathLike,
     encoding: str = "utf-8",
@@ -87,27 +118,59 @@ def read_text(
         data = sys.stdin.buffer.read(max_bytes + 1)
         source = "<stdin>"
     else:
-        p = Path(path)
-        if not p.exists():
-            raise InputError(f"{source}: no such file")
-        if p.is_dir():
-            raise InputError(f"{source}: is a directory, not a file")
-        try:
-            size = p.stat().st_size
-            if size > max_bytes:
-                raise InputError(f"{source}: {size:,} bytes is over the limit of {max_bytes:,} (raise it with --max-bytes)")
-            with open(p, "rb") as fh:
-                data = fh.read(max_bytes + 1)
-        except PermissionError:
-            raise InputError(f"{source}: permission denied") from None
-        except OSError as exc:
-            raise InputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        size = file_size(path)
+        if size > max_bytes:
+            raise InputError(f"{source}: {size:,} bytes is over the limit of {max_bytes:,} (raise it with --max-bytes)")
+        data = read_head(path, max_bytes + 1)
     if len(data) > max_bytes:
         raise InputError(f"{source}: input is over the limit of {max_bytes:,} bytes (raise it with --max-bytes)")
     text = decode_text(data, source, encoding)
     if not allow_empty and not text.strip():
         raise InputError(f"{source}: empty input (nothing but whitespace)")
     return text
+
+
+def read_json(
+    path: str | os.PathLike,
+    error: type[HeadsegError],
+    *,
+    unreadable: str,
+    missing: str | None = None,
+) -> Any:
+    """The JSON value stored in the file at ``path``, or ``error`` raised with the caller's message.
+
+    Each message is a :meth:`str.format` template in which ``{path}`` is ``path``
+    as given.  ``unreadable`` (an I/O error, text that is not UTF-8, or not JSON)
+    also gets ``{exc}``, the reason, and ``{exc_type}``, its class name.
+    ``missing`` is raised when ``path`` is not a file; None leaves that case to
+    ``unreadable``, for callers that have checked the file already.
+    """
+    p = Path(path)
+    if missing is not None and not p.is_file():
+        raise error(missing.format(path=path))
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(unreadable.format(path=path, exc=exc, exc_type=type(exc).__name__)) from None
+
+
+def read_json_object(
+    path: str | os.PathLike,
+    error: type[HeadsegError],
+    *,
+    unreadable: str,
+    not_object: str,
+    missing: str | None = None,
+) -> dict:
+    """:func:`read_json` for a file that must hold a JSON object.
+
+    ``not_object`` (a template with ``{path}``) is raised when the file holds
+    another JSON value (a list, a number, ...).
+    """
+    value = read_json(path, error, unreadable=unreadable, missing=missing)
+    if not isinstance(value, dict):
+        raise error(not_object.format(path=path))
+    return value
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -117,10 +180,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8, atomically (see :func:`atomic_write_bytes`)."""
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
+    """Write ``obj`` to ``path`` as indented UTF-8 JSON with a final newline, atomically."""
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -91,6 +91,7 @@ class ModelInfo:
     fingerprint: str
 
     def to_dict(self) -> dict:
+        """The fields as a plain dict (the study report records it)."""
         return dict(self.__dict__)
 
 
@@ -120,6 +121,7 @@ class LoadedModel:
 
     @property
     def has_weights(self) -> bool:
+        """Whether the torch weights are loaded already (reading :attr:`model` loads them)."""
         return self._model is not None
 
     @property

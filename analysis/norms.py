@@ -32,6 +32,7 @@ def strip_marker(tok: str) -> str:
 
 
 def is_punctuation(tok: str) -> bool:
+    """Whether ``tok`` (word-piece marker stripped) is made only of punctuation and symbol characters."""
     t = strip_marker(tok)
     return bool(t) and all(unicodedata.category(c).startswith("P") or c in "`$%&*+<=>^|~" for c in t)
 
@@ -111,6 +112,7 @@ class NormSummary:
         self.count += 1
 
     def state(self) -> dict:
+        """The sums so far as JSON-ready lists (for a checkpoint); :meth:`load_state` reads it back."""
         return {
             "count": self.count,
             "cv": self.cv.tolist(),
@@ -118,11 +120,13 @@ class NormSummary:
         }
 
     def load_state(self, state: dict) -> None:
+        """Continue from a :meth:`state`."""
         self.count = int(state["count"])
         self.cv = np.asarray(state["cv"], dtype=np.float64)
         self.shares = {c: {k: np.asarray(v, np.float64) for k, v in d.items()} for c, d in state["shares"].items()}
 
     def result(self) -> dict:
+        """Per-head means over the windows added: ``cv_fnorm [N]`` and the weight/norm ``shares`` per category."""
         n = max(self.count, 1)
         return {
             "windows": self.count,

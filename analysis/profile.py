@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ProfileError
-from .io import atomic_write_json
+from .io import atomic_write_json, read_json_object
 
 PROFILE_VERSION = 1
 
@@ -98,9 +98,11 @@ class HeadProfile:
 
     @property
     def deepest_layer(self) -> int:
+        """The deepest layer of any head read with this profile: an export keeps the encoder up to it."""
         return max(l for l, _ in self.capture_heads)
 
     def to_dict(self) -> dict:
+        """The ``heads.json`` form (what :meth:`from_dict` reads)."""
         return {
             "version": self.version,
             "model_fingerprint": self.model_fingerprint,
@@ -121,6 +123,7 @@ class HeadProfile:
 
     @classmethod
     def from_dict(cls, d: dict, source: str = "profile") -> "HeadProfile":
+        """A profile from its ``heads.json`` form; :class:`ProfileError` (naming ``source``) when it is not one."""
         try:
             version = int(d.get("version", PROFILE_VERSION))
             if version > PROFILE_VERSION:
@@ -148,19 +151,21 @@ class HeadProfile:
             raise ProfileError(f"{source}: not a valid head profile ({type(exc).__name__}: {exc})") from None
 
     def save(self, path: str | os.PathLike) -> None:
+        """Write the profile to ``path`` as JSON, atomically."""
         atomic_write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "HeadProfile":
-        p = Path(path)
-        if not p.is_file():
-            raise ProfileError(f"{path}: no such head profile file")
-        try:
-            d = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ProfileError(f"{path}: cannot read head profile ({exc})") from None
-        if not isinstance(d, dict):
-            raise ProfileError(f"{path}: not a valid head profile (expected a JSON object)")
+        """Read a profile written by :meth:`save`.
+
+        :class:`ProfileError` when the file is missing, unreadable or not a profile.
+        """
+        d = read_json_object(
+            path, ProfileError,
+            missing="{path}: no such head profile file",
+            unreadable="{path}: cannot read head profile ({exc})",
+            not_object="{path}: not a valid head profile (expected a JSON object)",
+        )
         return cls.from_dict(d, source=str(path))
 
     def hash(self) -> str:

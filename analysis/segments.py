@@ -32,6 +32,7 @@ class Segment:
     token_count: int | None = None
 
     def to_dict(self) -> dict:
+        """The segment as a JSON-ready dict (start, end, score, text, token_count)."""
         return {"start": self.start, "end": self.end, "score": self.score, "text": self.text,
                 "token_count": self.token_count}
 

@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import ModelError, first_line
+from .io import read_json
 
 #: the files a model directory's tokenizer is read from (copied into ONNX artifacts)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -60,10 +61,7 @@ class Tokenizer:
         for name in ("special_tokens_map.json", "tokenizer_config.json"):
             p = d / name
             if p.is_file():
-                try:
-                    data = json.loads(p.read_text(encoding="utf-8"))
-                except (OSError, UnicodeDecodeError, ValueError) as exc:
-                    raise ModelError(f"{p}: unreadable ({type(exc).__name__})") from None
+                data = read_json(p, ModelError, unreadable="{path}: unreadable ({exc_type})")
                 if isinstance(data, dict):
                     cfg.update(data)
         pad = _token_id(backend, cfg.get("pad_token"))
@@ -96,6 +94,7 @@ class Tokenizer:
         return ids, offsets
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        """The token strings of ``ids`` (``""`` for an id the vocabulary lacks)."""
         return [self.backend.id_to_token(int(i)) or "" for i in ids]
 
     def save(self, directory: str | os.PathLike) -> None:

@@ -13,13 +13,13 @@ The cache (:func:`headseg.analysis.cache.cache_root`) holds artifacts under
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from headseg.analysis.cache import cache_root, cached_digest, file_sha256
 from headseg.analysis.errors import ArtifactError
+from headseg.analysis.io import read_json_object
 
 MANIFEST_NAME = "manifest.json"
 GRAPH_NAME = "model.onnx"
@@ -122,12 +122,11 @@ def read_manifest(artifact_dir: str | os.PathLike) -> Manifest:
     mpath = d / MANIFEST_NAME
     if not mpath.is_file():
         raise ArtifactError(f"{d}: no {MANIFEST_NAME} (not an artifact, or an interrupted export); run `headseg export` again")
-    try:
-        raw = json.loads(mpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ArtifactError(f"{mpath}: unreadable manifest ({type(exc).__name__})") from None
-    if not isinstance(raw, dict):
-        raise ArtifactError(f"{mpath}: not a valid artifact manifest (expected a JSON object)")
+    raw = read_json_object(
+        mpath, ArtifactError,
+        unreadable="{path}: unreadable manifest ({exc_type})",
+        not_object="{path}: not a valid artifact manifest (expected a JSON object)",
+    )
     return Manifest.from_dict(raw, str(mpath))
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
-from headseg.analysis.io import atomic_save_npz, decode_text, read_text
-from headseg.analysis.norms import norm_weighted_attention
+from headseg.analysis.io import atomic_save_npz, decode_text, file_size, read_head, read_text
+from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
 from headseg.analysis.text import Window, make_windows, split_sentences, tokenize
 
@@ -59,12 +59,14 @@ class WindowMatrices:
 
     @property
     def s(self) -> np.ndarray:
+        """Context similarity ``S = Z·Zᵀ`` of every head, ``[L, H, T, T]`` (computed once)."""
         if self._s is None:
             self._s = context_similarity(self.z)
         return self._s
 
     @property
     def norm_attn(self) -> np.ndarray:
+        """Norm-weighted attention ``‖α f(x)‖`` of every head, ``[L, H, T, T]`` (computed once)."""
         if self._norm is None:
             self._norm = norm_weighted_attention(self.attn, self.fnorm)
         return self._norm
@@ -92,25 +94,31 @@ class ModelSource:
 
     @property
     def name(self) -> str:
+        """The model's name."""
         return self.loaded.info.name
 
     @property
     def num_layers(self) -> int:
+        """Layers of the model."""
         return self.loaded.info.num_layers
 
     @property
     def num_heads(self) -> int:
+        """Heads per layer."""
         return self.loaded.info.num_heads
 
     @property
     def fingerprint(self) -> str:
+        """The model's fingerprint (matched against head profiles)."""
         return self.loaded.info.fingerprint
 
     @property
     def tokenizer(self):
+        """The model's tokenizer, which cuts the document into windows."""
         return self.loaded.tokenizer
 
     def compute(self, window: Window) -> WindowMatrices:
+        """Every head's ``z``, attention and value norms for ``window`` (one forward pass at a time)."""
         from headseg.analysis.capture import TorchBackend
 
         with self._lock:
@@ -137,6 +145,7 @@ class PrecomputedSource:
         self.tokenizer = None
 
     def compute(self, window: Window) -> WindowMatrices:
+        """The saved matrices of ``window`` (by its index)."""
         m = self._matrices[window.index]
         # A fresh object, so derived caches never leak between documents.
         return WindowMatrices(z=m.z, attn=m.attn, fnorm=m.fnorm)
@@ -254,21 +263,25 @@ class DocumentModel:
 
     @property
     def num_layers(self) -> int:
+        """Layers of the source's model."""
         return self.source.num_layers
 
     @property
     def num_heads(self) -> int:
+        """Heads per layer of the source's model."""
         return self.source.num_heads
 
     def __len__(self) -> int:
         return len(self.windows)
 
     def window(self, i: int) -> Window:
+        """Window ``i``; :class:`InputError` when out of range."""
         if not 0 <= i < len(self.windows):
             raise InputError(f"window {i} is out of range (0..{len(self.windows) - 1})")
         return self.windows[i]
 
     def is_cached(self, i: int) -> bool:
+        """Whether window ``i``'s matrices are computed and cached (showing it is then cheap)."""
         with self._lock:
             return i in self._cache
 
@@ -292,6 +305,30 @@ class DocumentModel:
             raise InputError(f"head L{layer}H{head} does not exist ({self.num_layers}x{self.num_heads} model)")
         return self.matrices(i).matrix(layer, head, kind)
 
+    def find_token(self, query: str, window_index: int, start_row: int) -> tuple[int, int] | None:
+        """``(window, row)`` of the next token matching ``query``, or None.
+
+        The search starts at row ``start_row`` of window ``window_index``, goes on
+        through the later windows and wraps round to the rows before the start.
+        Tokens are compared without their word-piece marker and case; in each
+        window an exact match beats a token containing ``query``; special tokens
+        never match.
+        """
+        q = strip_marker(query.strip()).lower()
+        n = len(self)
+        for step in range(n + 1):
+            wi = (window_index + step) % n
+            w = self.window(wi)
+            keys = [strip_marker(t).lower() if not sp else None for t, sp in zip(w.tokens, w.special)]
+            first = start_row if step == 0 else 0
+            last = len(keys) if step < n else start_row
+            hits = [i for i in range(first, last) if keys[i] == q] or [
+                i for i in range(first, last) if keys[i] is not None and q in keys[i]
+            ]
+            if hits:
+                return wi, hits[0]
+        return None
+
 
 def spans_to_token_ids(window: Window, spans: list[tuple[int, int]]) -> np.ndarray:
     """Index of the span holding each token of ``window`` (``[T]``, -1 for special tokens).
@@ -313,22 +350,11 @@ def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES,
     break when there is one, and never inside a UTF-8 sequence) and ``note``
     says so.  Empty, binary and undecodable files raise :class:`InputError`.
     """
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{path}: no such file")
-    if p.is_dir():
-        raise InputError(f"{path}: is a directory, not a file")
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    # The checks and messages are read_text's: a file that fits is read by it whole.
+    size = file_size(path)
     if size <= head_bytes:
-        return read_text(p, encoding=encoding, max_bytes=max(head_bytes, 1)), ""
-    try:
-        with open(p, "rb") as fh:
-            data = fh.read(head_bytes)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        return read_text(Path(path), encoding=encoding, max_bytes=max(head_bytes, 1)), ""
+    data = read_head(path, head_bytes)
     cut = data.rfind(b"\n")
     if cut > len(data) // 2:
         data = data[: cut + 1]
@@ -346,8 +372,15 @@ def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES,
 
 
 @dataclass
-class Segmentation:
-    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans."""
+class MarkedSpans:
+    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans.
+
+    Plain spans, not a :class:`headseg.analysis.segments.Segmentation`: the
+    sentence fallback has no segmenter result, and an injected segmenter may
+    return these directly.  ``topic_scores``: one per topic (the segmenter's
+    boundary scores); ``source``: ``"sentences"`` or ``"segmenter"``, named in
+    the pane's header.
+    """
 
     units: list[tuple[int, int]]
     topics: list[tuple[int, int]]
@@ -355,15 +388,15 @@ class Segmentation:
     source: str = "sentences"
 
 
-def sentence_segmentation(text: str) -> Segmentation:
-    """The fallback: sentences from :func:`analysis.text.split_sentences`, no topics."""
-    return Segmentation(units=split_sentences(text), topics=[], source="sentences")
+def sentence_segmentation(text: str) -> MarkedSpans:
+    """The fallback: sentences from :func:`headseg.analysis.text.split_sentences`, no topics."""
+    return MarkedSpans(units=split_sentences(text), topics=[], source="sentences")
 
 
 class AutoSegmenter:
     """Units and topics from ``segmenter.api.Segmenter`` when it exists and works.
 
-    Returns ``(Segmentation, warning)``; on any failure the warning explains it
+    Returns ``(MarkedSpans, warning)``; on any failure the warning explains it
     and the segmentation falls back to sentences, because the TUI must keep
     working without the segmenter.
     """
@@ -372,7 +405,7 @@ class AutoSegmenter:
         self.model = model
         self.profile = profile
 
-    def __call__(self, text: str) -> tuple[Segmentation, str]:
+    def __call__(self, text: str) -> tuple[MarkedSpans, str]:
         try:
             from headseg.segmenter.api import Segmenter
         except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
@@ -382,7 +415,7 @@ class AutoSegmenter:
             units = seg.segment(text, level="unit")
             topics = seg.segment(text, level="topic")
             return (
-                Segmentation(
+                MarkedSpans(
                     units=[(s.start, s.end) for s in units],
                     topics=[(s.start, s.end) for s in topics],
                     topic_scores=[float(s.score) for s in topics],

@@ -135,6 +135,7 @@ class Layout:
 
     @property
     def pooled(self) -> bool:
+        """Whether several tokens share a cell (more tokens than cells)."""
         return self.bins < self.tokens
 
     @property
@@ -143,7 +144,17 @@ class Layout:
         return self.bins * self.zoom
 
     def edges(self) -> np.ndarray:
+        """The token boundaries of the ``bins`` cells, ``[bins + 1]`` (see :func:`bin_edges`)."""
         return bin_edges(self.tokens, self.bins)
+
+    def describe(self, pooling: str) -> str:
+        """How the ``T × T`` matrix is drawn, for the pane's title: as is, zoomed, or ``pooling``-pooled."""
+        t = self.tokens
+        if self.pooled:
+            return f"{t}×{t} → {self.bins}×{self.bins} {pooling}-pooled"
+        if self.zoom > 1:
+            return f"{t}×{t} (×{self.zoom})"
+        return f"{t}×{t}"
 
     def cell_of(self, token: int) -> int:
         """The pooled cell (row or column) that shows ``token``."""
@@ -180,6 +191,7 @@ class HeatmapRenderer:
 
     @property
     def cursor_index(self) -> int:
+        """The palette index of the cursor colour (after the normal and dimmed levels)."""
         return 2 * self.levels
 
     def _style(self, top: int, bottom: int) -> Style:

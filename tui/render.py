@@ -106,3 +106,26 @@ def export_png(matrix: np.ndarray, tokens: list[str], title: str, path: str | os
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def window_header(doc, index: int, seg) -> Text:
+    """The document pane's lines above the excerpt: window ``index`` of ``doc``, its span and what is marked.
+
+    ``doc`` is a :class:`~headseg.tui.data.DocumentModel`, ``seg`` the
+    :class:`~headseg.tui.data.MarkedSpans` shown; a document cut short or
+    carrying a note says so.
+    """
+    w = doc.window(index)
+    head = Text()
+    head.append(f"window {index + 1}/{len(doc)}", style="bold")
+    if doc.total_windows > len(doc):
+        head.append(f" (of {doc.total_windows})", style="bold yellow")
+    head.append(f" · chars {w.start_char}–{w.end_char} of {len(doc.text):,} · {len(w)} tokens\n", style="dim")
+    head.append(
+        f"units: {seg.source} ({len(seg.units)}) · topics: {len(seg.topics) if seg.topics else 'none'}\n",
+        style="dim",
+    )
+    if doc.note:
+        head.append(f"note: {doc.note}\n", style="yellow")
+    head.append("\n")
+    return head

@@ -30,6 +30,7 @@ def _size(value: str) -> tuple[int, int]:
 
 
 async def capture(app, size: tuple[int, int], keys: list[str], find: str | None) -> str:
+    """Run ``app`` headlessly at ``size``, find ``find`` and press ``keys``; returns the screen as SVG."""
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -50,6 +51,7 @@ async def capture(app, size: tuple[int, int], keys: list[str], find: str | None)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring); returns the exit code."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     ap = argparse.ArgumentParser(prog="python -m headseg.tui.screenshot", description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, help="SVG file to write")

@@ -7,13 +7,12 @@ read loosely, see :func:`load_report_stats`), or the current document itself
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import numpy as np
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.io import read_json
 from headseg.analysis.norms import strip_marker
 
 #: Display names of the statistics computed from the document, in grid order.
@@ -210,13 +209,12 @@ def extract_per_head(report, num_layers: int, num_heads: int) -> dict[str, np.nd
 
 def load_report_stats(path: str | os.PathLike, num_layers: int, num_heads: int) -> dict[str, np.ndarray]:
     """Read ``report.json`` and return its per-head statistics (see :func:`extract_per_head`)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"--report {path}: no such file")
-    try:
-        report = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"--report {path}: cannot read the study report ({exc})") from None
+    # Any JSON value: extract_per_head reads the schema loosely, and says when nothing is found.
+    report = read_json(
+        path, InputError,
+        missing="--report {path}: no such file",
+        unreadable="--report {path}: cannot read the study report ({exc})",
+    )
     stats = extract_per_head(report, num_layers, num_heads)
     if not stats:
         raise InputError(

@@ -33,7 +33,7 @@ class MatrixView(Widget, can_focus=True):
     """A ``T × T`` matrix as a half-block heatmap with a cell cursor.
 
     ``set_matrix`` replaces the data; the widget pools it to its own size
-    (max or mean, see :mod:`tui.heatmap`) and re-pools on resize.  Arrow keys /
+    (max or mean, see :mod:`headseg.tui.heatmap`) and re-pools on resize.  Arrow keys /
     hjkl move the cursor by one token and post :class:`MatrixView.CursorMoved`.
     """
 
@@ -50,6 +50,8 @@ class MatrixView(Widget, can_focus=True):
         """The heatmap was laid out again (size, pooling or data changed)."""
 
     class CursorMoved(Message):
+        """The cursor moved to cell ``(row, col)`` (token indices)."""
+
         def __init__(self, row: int, col: int):
             super().__init__()
             self.row = row
@@ -70,7 +72,18 @@ class MatrixView(Widget, can_focus=True):
 
     @property
     def color_system(self) -> str:
+        """``truecolor`` or ``256``."""
         return self.renderer.color_system
+
+    def scale_legend(self, width: int) -> Text:
+        """The colour scale: the lowest value shown, a bar of ``width`` cells, the highest."""
+        lo, hi = self.value_range
+        line = Text()
+        line.append(f"{lo:.4g} ", style="dim")
+        for seg in self.renderer.legend(width):
+            line.append(seg.text, style=seg.style)
+        line.append(f" {hi:.4g}", style="dim")
+        return line
 
     def set_matrix(
         self,
@@ -122,14 +135,17 @@ class MatrixView(Widget, can_focus=True):
         self.rebuild()
 
     def render_line(self, y: int) -> Strip:
+        """Line ``y`` of the heatmap (blank below it)."""
         if y < len(self._strips):
             return self._strips[y]
         return Strip.blank(self.size.width)
 
     def on_resize(self) -> None:
+        """Pool again for the new size."""
         self.rebuild()
 
     def action_move(self, dr: int, dc: int) -> None:
+        """Arrow keys / hjkl: move the cursor by ``(dr, dc)`` tokens, clamped to the matrix."""
         if self.matrix is None:
             return
         t = self.matrix.shape[0]
@@ -138,6 +154,7 @@ class MatrixView(Widget, can_focus=True):
         self.move_cursor(r, c)
 
     def move_cursor(self, row: int, col: int) -> None:
+        """Put the cursor on ``(row, col)`` and post :class:`CursorMoved`."""
         self.cursor = (row, col)
         self.rebuild()
         self.post_message(self.CursorMoved(row, col))
@@ -159,6 +176,8 @@ class HeadGrid(Widget, can_focus=True):
     CELL = 3
 
     class HeadChosen(Message):
+        """The user chose head ``(layer, head)``."""
+
         def __init__(self, layer: int, head: int):
             super().__init__()
             self.layer = layer
@@ -177,6 +196,7 @@ class HeadGrid(Widget, can_focus=True):
         self._nan = make_color((90, 90, 90), color_system)
 
     def configure(self, num_layers: int, num_heads: int) -> None:
+        """Size the grid for a ``num_layers × num_heads`` model (the cursor stays inside)."""
         self.num_layers, self.num_heads = num_layers, num_heads
         self.cursor = (min(self.cursor[0], num_layers - 1), min(self.cursor[1], num_heads - 1))
         self.refresh(layout=True)
@@ -188,17 +208,21 @@ class HeadGrid(Widget, can_focus=True):
         self.refresh()
 
     def set_selected(self, heads) -> None:
+        """Mark ``heads`` (``(layer, head)`` pairs) as selected by the profile."""
         self.selected = {(int(l), int(h)) for l, h in heads}
         self.refresh()
 
     def set_cursor(self, layer: int, head: int) -> None:
+        """Put the cursor on ``(layer, head)`` (posts nothing)."""
         self.cursor = (layer, head)
         self.refresh()
 
     def get_content_height(self, container, viewport, width: int) -> int:
+        """A header line, one line per layer, and the value line."""
         return self.num_layers + 2
 
     def get_content_width(self, container, viewport) -> int:
+        """The layer labels and one cell per head."""
         return 4 + self.CELL * self.num_heads
 
     def cell_levels(self) -> np.ndarray:
@@ -214,6 +238,7 @@ class HeadGrid(Widget, can_focus=True):
         return np.where(finite, q, -1)
 
     def render(self) -> Text:
+        """The grid as Rich text: head numbers, one coloured row per layer, the cursor head's value."""
         text = Text(no_wrap=True, overflow="crop")
         text.append("    " + "".join(f"{h:^{self.CELL}}" for h in range(self.num_heads)) + "\n", style="dim")
         levels = self.cell_levels()
@@ -234,15 +259,18 @@ class HeadGrid(Widget, can_focus=True):
         return text
 
     def action_move(self, dr: int, dc: int) -> None:
+        """Arrow keys / hjkl: move the cursor and choose that head."""
         l = min(max(self.cursor[0] + dr, 0), self.num_layers - 1)
         h = min(max(self.cursor[1] + dc, 0), self.num_heads - 1)
         self.set_cursor(l, h)
         self.post_message(self.HeadChosen(l, h))
 
     def action_choose(self) -> None:
+        """Enter: choose the head under the cursor."""
         self.post_message(self.HeadChosen(*self.cursor))
 
     def on_click(self, event) -> None:
+        """Choose the clicked head."""
         x, y = event.x - 4, event.y - 1
         if x >= 0 and 0 <= y < self.num_layers and x // self.CELL < self.num_heads:
             self.set_cursor(y, x // self.CELL)
@@ -258,9 +286,12 @@ class DocumentView(VerticalScroll, can_focus=True):
     ]
 
     class WindowStep(Message):
+        """The user asked for the window ``step`` windows away (-1 or 1)."""
+
         def __init__(self, step: int):
             super().__init__()
             self.step = step
 
     def action_step(self, step: int) -> None:
+        """Left/right (h/l): post :class:`WindowStep`."""
         self.post_message(self.WindowStep(step))

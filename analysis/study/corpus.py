@@ -32,6 +32,8 @@ SEGMENT_MARKER = "=========="
 
 @dataclass
 class CorpusDocument:
+    """One document of the corpus: its text and where it came from (``source``: path, or path and line)."""
+
     source: str
     text: str
 
@@ -101,6 +103,7 @@ def read_corpus(
 
 
 def corpus_fingerprint(docs: list[CorpusDocument]) -> str:
+    """A 16-hex-digit digest of the documents' texts, in order: a resumed run must see the same corpus."""
     h = hashlib.sha256()
     for d in docs:
         h.update(d.text.encode("utf-8"))
@@ -188,4 +191,5 @@ def build_window(doc: TokenizedText, start: int, width: int, tokenizer, max_toke
 
 
 def tokenize_corpus(docs: list[CorpusDocument], tokenizer) -> list[TokenizedText]:
+    """Every document tokenized with ``tokenizer`` (ids and character offsets), in order."""
     return [tokenize(d.text, tokenizer) for d in docs]

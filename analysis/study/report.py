@@ -179,7 +179,7 @@ def evaluate_claims(rep: dict, num_layers: int, num_heads: int) -> list[dict]:
 
 
 def build_report(study) -> tuple[dict, dict]:
-    """``(report, selection)`` from a finished :class:`~analysis.study.Study`."""
+    """``(report, selection)`` from a finished :class:`~headseg.analysis.study.Study`."""
     cfg, info, acc = study.cfg, study.info, study.acc
     L, H = info.num_layers, info.num_heads
     rep = summarise(acc, cfg.short_range)
@@ -214,6 +214,9 @@ def build_report(study) -> tuple[dict, dict]:
 
 
 def make_profile(study, report: dict, sel: dict) -> HeadProfile:
+    """The head profile (``heads.json``) of a finished study: the selected heads ``sel`` with their weights,
+    scores and the report's statistics for each.
+    """
     info, H = study.info, study.info.num_heads
     q = report["variants"]["quantile"]
     att = report["attention"]
@@ -244,6 +247,7 @@ def make_profile(study, report: dict, sel: dict) -> HeadProfile:
 
 
 def render_markdown(report: dict, figures: list[str]) -> str:
+    """``report.md``: the report in words and tables, linking the ``figures`` written beside it."""
     m = report["model"]
     L, H = m["num_layers"], m["num_heads"]
     q = report["variants"]["quantile"]

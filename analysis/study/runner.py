@@ -1,9 +1,11 @@
 """``headseg study``: the streaming similarity-matrix study over a corpus.
 
-Pipeline: corpus → planned windows (:mod:`analysis.study_corpus`) → batches
-through :class:`~analysis.capture.TorchBackend` (all heads, attention and value
-norms) → fixed-size accumulators (:mod:`analysis.study_stats`) → report,
-figures and head profile (:mod:`analysis.study_report`).
+Pipeline: corpus → planned windows (:mod:`headseg.analysis.study.corpus`) →
+batches through :class:`~headseg.analysis.capture.TorchBackend` (all heads,
+attention and value norms) → fixed-size accumulators
+(:mod:`headseg.analysis.study.stats`) → report, figures and head profile
+(:mod:`headseg.analysis.study.report`).  The same run sharded over Ray is
+:mod:`headseg.analysis.study.distributed`.
 
 The accumulator is checkpointed atomically to ``DIR/checkpoint.npz`` every
 ``checkpoint_every`` batches and at the end; ``resume`` continues from it.
@@ -28,7 +30,7 @@ import numpy as np
 from ..capture import TorchBackend
 from ..text import window_width
 from ..errors import HeadsegError, InputError, ProfileError
-from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json
+from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json, read_json_object
 from ..progress import progress_bar
 from .corpus import build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
 from .stats import StudyAccumulator, token_category_index
@@ -74,6 +76,9 @@ class StudyConfig:
         return {k: getattr(self, k) for k in keys}
 
     def validate(self, max_positions: int) -> None:
+        """Refuse (:class:`InputError`, naming the flag) settings no study can run with; ``max_positions``
+        is the model's window limit in tokens.
+        """
         if self.samples < 1:
             raise InputError("--samples must be at least 1")
         if self.batch_size < 1:
@@ -170,10 +175,8 @@ class Study:
     def _check_existing_profile(self) -> None:
         hp = self.out / "heads.json"
         if self.cfg.resume and not self.cfg.force and hp.is_file():
-            try:
-                fp = json.loads(hp.read_text(encoding="utf-8")).get("model_fingerprint")
-            except (OSError, ValueError, AttributeError):
-                raise ProfileError(f"{hp}: cannot read the existing head profile; use --force to overwrite") from None
+            unreadable = "{path}: cannot read the existing head profile; use --force to overwrite"
+            fp = read_json_object(hp, ProfileError, unreadable=unreadable, not_object=unreadable).get("model_fingerprint")
             if fp != self.info.fingerprint:
                 raise ProfileError(
                     f"{hp} is a profile for another model ({fp}), not {self.info.name} ({self.info.fingerprint}); "
@@ -181,10 +184,15 @@ class Study:
                 )
 
     def save_checkpoint(self, batches_done: int) -> None:
+        """Write the accumulator and run metadata to ``DIR/checkpoint.npz``, atomically."""
         meta = dict(self._meta(), batches_done=batches_done)
         atomic_save_npz(self.out / CHECKPOINT, meta=np.asarray(json.dumps(meta, sort_keys=True)), **self.acc.state())
 
     def load_checkpoint(self) -> int:
+        """Load ``DIR/checkpoint.npz`` into the accumulator; returns the batches it holds.
+
+        Refused when unreadable, or made for another model, corpus or parameters.
+        """
         path = self.out / CHECKPOINT
         try:
             with np.load(path, allow_pickle=False) as f:
@@ -344,4 +352,5 @@ def _torch_threads() -> int:
 
 
 def run_study(cfg: StudyConfig, loaded, stop_after_batches: int | None = None) -> dict | None:
+    """Run the study of ``cfg`` with ``loaded`` (see :meth:`Study.run`); the report, or None when stopped early."""
     return Study(cfg, loaded).run(stop_after_batches=stop_after_batches)

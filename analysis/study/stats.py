@@ -173,9 +173,11 @@ class StudyAccumulator:
 
     # -- persistence -------------------------------------------------------
     def state(self) -> dict[str, np.ndarray]:
+        """A copy of every array (for a checkpoint or a Ray shard's result)."""
         return {k: v.copy() for k, v in self.arrays.items()}
 
     def load_state(self, state) -> None:
+        """Replace the arrays by a :meth:`state`; :class:`HeadsegError` when one is missing or misshapen."""
         for k, v in self.arrays.items():
             if k not in state:
                 raise HeadsegError(f"checkpoint lacks '{k}'")

@@ -36,6 +36,10 @@ def check_args(args) -> None:
 
 
 def run(args) -> int:
+    """``headseg inspect``: print (or ``--json``) one head's matrix summary; ``--save`` writes all heads.
+
+    Returns the exit code.
+    """
     if _looks_like_file(args.input):
         text = read_text(args.input, encoding=args.encoding, max_bytes=args.max_bytes)
     else:
@@ -102,6 +106,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``inspect`` command and its flags to the ``sub`` parsers."""
     p = sub.add_parser("inspect", help="show one head's context similarity matrix on a text",
                        description="Print the tokens, the context similarity matrix summary and the most similar "
                                    "token pairs for one head; --save writes Z, S, A and norms for all heads.")

@@ -10,7 +10,8 @@ from typing import Any
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.segments import RECORD_FIELDS
-from headseg.segmenter.distributed import SegmentActor, init_ray
+from headseg.analysis.ray import init_ray
+from headseg.segmenter.distributed import SegmentActor
 
 from .segment import ParquetSink, StreamSink
 

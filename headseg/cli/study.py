@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from headseg.analysis.io import check_output_dir
@@ -18,37 +19,31 @@ from . import options
 FIGURES = ("fig_distance.png", "fig_sentence_repetition.png", "fig_separator_focus.png", "fig_selection.png")
 
 
-def run(args) -> int:
-    cfg = StudyConfig(
+def study_config(args) -> StudyConfig:
+    """The :class:`StudyConfig` of a parsed command line.
+
+    Every field comes from the flag of the same name (``--seq-len`` → ``seq_len``),
+    or keeps its default where there is none; the exceptions are set below.
+    """
+    values = {f.name: getattr(args, f.name) for f in fields(StudyConfig) if hasattr(args, f.name)}
+    values.update(
         corpus=list(args.corpus),
-        out=args.out,
-        samples=args.samples,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        top_fraction=args.top_fraction,
-        attention_threshold=args.attention_threshold,
-        short_range=args.short_range,
-        null_permutations=args.null_permutations,
-        max_heads=args.max_heads,
-        min_heads=args.min_heads,
         corpus_name=args.corpus_name or "",
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
-        force=args.force,
-        encoding=args.encoding,
-        max_bytes=args.max_bytes,
-        device=args.device,
         figures=not args.no_figures,
-        quiet=args.quiet,
         command="headseg study " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 else "",
     )
+    return StudyConfig(**values)
+
+
+def run(args) -> int:
+    """``headseg study``: run (or resume, or report from the checkpoint) and print a summary; returns the exit code."""
+    cfg = study_config(args)
     # Everything that can be refused without the model is refused before the ~10 s load.
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     loaded = load_model(args.model)
     if args.engine == "ray":
-        from headseg.segmenter.distributed import run_study_ray
+        from headseg.analysis.study.distributed import run_study_ray
 
         if args.report_only or args.stop_after_batches is not None:
             raise InputError("--report-only and --stop-after-batches are for the local engine")
@@ -73,6 +68,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    """Add the ``study`` command and its flags to the ``sub`` parsers."""
     p = sub.add_parser(
         "study",
         help="run the similarity-matrix study on a corpus and select heads",
@@ -116,6 +112,7 @@ def register(sub) -> None:
 
 
 def argparse_suppress():
+    """``argparse.SUPPRESS``: hides a test-only flag from ``--help``."""
     import argparse
 
     return argparse.SUPPRESS

@@ -1,4 +1,4 @@
-"""``headseg tui``: the interactive inspector (see :mod:`tui.app`)."""
+"""``headseg tui``: the interactive inspector (see :mod:`headseg.tui.app`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS
 
 
 def register(sub) -> None:
+    """Add the ``tui`` command and its flags to the ``sub`` parsers."""
     from . import options
 
     p = sub.add_parser(
@@ -34,6 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    """``headseg tui``: check the flags and the file, then run the app until it quits; returns the exit code."""
     if args.max_tokens < 8:
         raise InputError(f"--max-tokens {args.max_tokens} is too small (at least 8)")
     if args.max_windows < 1:

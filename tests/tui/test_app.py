@@ -15,7 +15,7 @@ from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.text import split_sentences
 from headseg.cli import main as cli_main
 from headseg.tui.app import FindScreen, HelpScreen, HeadsegApp, create_app
-from headseg.tui.data import Segmentation, load_precomputed
+from headseg.tui.data import MarkedSpans, load_precomputed
 from headseg.tui.render import document_excerpt
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"
@@ -314,7 +314,7 @@ def test_segmenter_units_and_topics_are_marked(tiny_bert):
     units = split_sentences(TEXT)
 
     def fake(text):
-        return Segmentation(units=units, topics=[(0, cut), (cut, len(text))], topic_scores=[0.0, 0.8], source="segmenter")
+        return MarkedSpans(units=units, topics=[(0, cut), (cut, len(text))], topic_scores=[0.0, 0.8], source="segmenter")
 
     app = tiny_app(tiny_bert, segmenter=fake)
 
@@ -393,7 +393,8 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
     captured = {}
 
     def fake_run(self):
-        captured.update(path=self.path, colours=self.color_system, seg=self.segmenter, windows=self.max_windows)
+        captured.update(path=self.options.path, colours=self.color_system, seg=self.options.segmenter,
+                        windows=self.options.max_windows)
 
     monkeypatch.setattr(HeadsegApp, "run", fake_run)
     f = tmp_path / "doc.txt"

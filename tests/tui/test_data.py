@@ -11,7 +11,7 @@ import pytest
 from headseg.analysis import TorchBackend, context_similarity, windows_from_text
 from headseg.analysis.errors import InputError
 from headseg.analysis.norms import norm_weighted_attention
-from headseg.analysis.segments import Segmentation as AnalysisSegmentation
+from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import split_sentences
 from headseg.tui.data import (
     KINDS,
@@ -214,8 +214,8 @@ def test_auto_segmenter_uses_segmenter_api(monkeypatch):
 
         def segment(self, text, level="topic"):
             if level == "unit":
-                return AnalysisSegmentation.from_boundaries(text, [s for s, _ in split_sentences(text)[1:]], level="unit")
-            return AnalysisSegmentation.from_boundaries(text, [cut], [0.75])
+                return Segmentation.from_boundaries(text, [s for s, _ in split_sentences(text)[1:]], level="unit")
+            return Segmentation.from_boundaries(text, [cut], [0.75])
 
     monkeypatch.setitem(sys.modules, "headseg.segmenter.api", types.SimpleNamespace(Segmenter=FakeSegmenter))
     seg, warning = AutoSegmenter(model="m")(TEXT)

@@ -11,16 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from headseg.tui.app import create_app
-from headseg.tui.data import Segmentation, load_precomputed
+from headseg.tui.data import MarkedSpans, load_precomputed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"
 
 
-def _topics(text: str) -> Segmentation:
+def _topics(text: str) -> MarkedSpans:
     from headseg.analysis.text import split_sentences
 
     cut = text.index("Chess")
-    return Segmentation(split_sentences(text), [(0, cut), (cut, len(text))], [0.0, 0.9], source="segmenter")
+    return MarkedSpans(split_sentences(text), [(0, cut), (cut, len(text))], [0.0, 0.9], source="segmenter")
 
 
 def make_app(color_system: str = "truecolor", **kw):
