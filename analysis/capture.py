@@ -82,7 +82,7 @@ class CaptureBackend(Protocol):
     """What every engine offers: the selected heads' activations for a batch of windows.
 
     Implemented by :class:`TorchBackend` (the reference: forward hooks) and
-    :class:`headseg.export.backend.OnnxBackend` (the serving engine), with the
+    :class:`headseg.export.engine.OnnxBackend` (the serving engine), with the
     same defaults.  ``name`` is ``"torch"`` or ``"onnx"``, ``device`` where it runs.
     """
 
