@@ -27,7 +27,8 @@ def segment_corpus_ray(args, options: SegmentOptions, sources: list[Source], fai
     check_corpus(sources)
     init_ray(args.address)
     ds = _segmented(_read_corpus(sources, args.quiet), args, options)
-    sink: Sink = ParquetSink(args.out) if args.format == "parquet" else StreamSink("jsonl", False, args.out, direct=True)
+    sink: Sink = (ParquetSink(args.out) if args.format == "parquet"
+                  else StreamSink("jsonl", False, args.out, direct=True))
     ok = False
     try:
         failed += _write_rows(ds, sink)
