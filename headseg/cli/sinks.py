@@ -20,7 +20,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import check_output_path
