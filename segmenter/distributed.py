@@ -25,20 +25,24 @@ class SegmentActor:
     """One Ray actor: one Segmenter, loaded once, segmenting batches of documents into record rows."""
 
     def __init__(self, model: str | None, profile: str | None, backend: str, device: str | None, batch_size: int,
-                 unit_mode: str, options: dict, text_field: str, id_field: str, threads: int | None):
+                 unit_mode: str, options: Any, text_field: str, id_field: str, threads: int | None):
+        """``options``: the :class:`~headseg.segmenter.options.SegmentOptions` every batch is segmented
+        with, or its fields as a mapping (validated here, on the worker)."""
         if threads and backend == "torch":
             import torch
 
             # the actor owns its process: one intra-op thread per CPU worker
             torch.set_num_threads(int(threads))
         from headseg.segmenter.api import Segmenter
+        from headseg.segmenter.options import SegmentOptions
 
+        self.options = SegmentOptions.of(options)
         self.segmenter = Segmenter(model=model, profile=profile, backend=backend, device=device,
                                    batch_size=batch_size, unit_mode=unit_mode, threads=threads, quiet=True)
-        self.options = options
         self.text_field, self.id_field = text_field, id_field
 
     def __call__(self, batch: dict) -> dict:
+        """Segment one batch of records (columns ``text_field``, ``id_field``) into record columns plus ``error``."""
         from headseg.segmenter.api import DocumentError
 
         texts = list(batch[self.text_field])
@@ -54,8 +58,8 @@ class SegmentActor:
             else:
                 items.append((doc_id, text))
         cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}
-        results = self.segmenter.iter_segment([t for _, t in items], batch_docs=max(len(items), 1),
-                                              errors="yield", **self.options)
+        results = self.segmenter.iter_segment([t for _, t in items], self.options, batch_docs=max(len(items), 1),
+                                              errors="yield")
         for (doc_id, _), res in zip(items, results):
             if isinstance(res, DocumentError):
                 for k, v in zip(cols, (doc_id or "?", -1, -1, -1, 0.0, "", None, res.reason)):

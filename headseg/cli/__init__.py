@@ -30,12 +30,14 @@ EXTRAS = {
 
 
 def _version() -> str:
+    """The installed version, for ``--version``."""
     from headseg import __version__
 
     return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``headseg`` parser, with one subcommand per module of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="headseg",
         description="Text segmentation from the attention heads of a BERT-family encoder.",
@@ -73,6 +75,11 @@ def _configure_process() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
+
+    Errors of headseg and missing extras are one line on stderr with their
+    exit code; an interrupt exits 130, a closed output pipe quietly 0.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -15,8 +15,6 @@ import sys
 from headseg.analysis.errors import InputError
 from headseg.analysis.io import check_output_path
 
-from headseg.export.artifact import PRECISIONS
-from headseg.export.backends import backend_names
 from headseg.segmenter.evaluation.harness import ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS
 from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods
@@ -76,10 +74,7 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
     options.add_model(p)
     options.add_profile(p, "head profile for the headseg method")
-    p.add_argument("--backend", choices=backend_names(), default="auto",
-                   help="backend for the headseg method (default auto: the ONNX engine)")
-    p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="ONNX precision for the headseg method (default: the device's)")
+    options.add_engine(p, "for the headseg method")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     options.add_quiet(p)
     options.add_input(p)

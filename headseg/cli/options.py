@@ -1,34 +1,59 @@
-"""Options that several commands share, declared once so they mean the same everywhere."""
+"""Options that several commands share, declared once so they mean the same everywhere.
+
+The segmentation options (``--level``, ``--max-chars``...) are declared by
+:func:`headseg.segmenter.options.add_option_flags`, from the fields of
+:class:`~headseg.segmenter.options.SegmentOptions`.
+"""
 
 from __future__ import annotations
 
 import argparse
 
 from headseg.analysis.io import DEFAULT_MAX_BYTES
+from headseg.export.artifact import PRECISIONS
+from headseg.export.backends import backend_help, backend_names
 
 #: ``--device`` has one meaning in every command: where the model runs.
 DEVICES = ("auto", "cpu", "cuda")
 
 
 def add_model(p: argparse.ArgumentParser) -> None:
+    """``--model PATH``: the encoder to load (default: the embedded one)."""
     p.add_argument("--model", default=None, metavar="PATH",
                    help="local Hugging Face model directory or cached hub id (default: embedded all-MiniLM-L6-v2)")
 
 
 def add_profile(p: argparse.ArgumentParser, help: str | None = None) -> None:
+    """``--profile HEADS.json``: the head profile to use (``help`` replaces the default text)."""
     p.add_argument("--profile", default=None, metavar="HEADS.json",
                    help=help or "head profile from `headseg study` (default: the one shipped for the embedded model)")
 
 
 def add_device(p: argparse.ArgumentParser, default: str = "auto") -> None:
+    """``--device``: where the model runs, one of :data:`DEVICES`."""
     p.add_argument("--device", choices=DEVICES, default=default,
                    help=f"where the model runs: cuda when a GPU is usable (auto), cpu or cuda (default {default})")
 
 
+def add_engine(p: argparse.ArgumentParser, what: str = "") -> None:
+    """``--backend`` (from the backend registry) and ``--precision``: what serves the model.
+
+    ``what`` names the user of the engine in the help, e.g. ``"for the headseg method"``.
+    """
+    p.add_argument("--backend", choices=backend_names(), default="auto",
+                   help=(f"backend {what} (default auto: the ONNX engine)" if what else backend_help()))
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help=(f"ONNX precision {what} (default: the device's)" if what else
+                         "ONNX precision (default: int8 on CPU, fp16 on CUDA; fp32 gives exactly the torch "
+                         "path's boundaries)"))
+
+
 def add_input(p: argparse.ArgumentParser) -> None:
+    """``--encoding`` and ``--max-bytes``: how text inputs are read."""
     p.add_argument("--encoding", default="utf-8", help="text encoding of the inputs (default utf-8)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="refuse larger inputs")
 
 
 def add_quiet(p: argparse.ArgumentParser, help: str = "no progress bar or notes on stderr") -> None:
+    """``--quiet``: no progress or notes on stderr (errors are still reported)."""
     p.add_argument("--quiet", action="store_true", help=help)

@@ -9,7 +9,9 @@ for (importing :mod:`headseg` or this package imports no framework):
 
 Every adapter takes a ready :class:`~headseg.Segmenter` or the arguments to
 build one (``model``, ``profile``, ``backend``, ``device``), and the segmenting
-options of :meth:`~headseg.Segmenter.segment` (``level``, ``segments``,
-``min_chars``, ``max_chars``, ``max_tokens``, ``token_counter``, ``penalty``).
-Chunks carry headseg's exact character offsets and tile their document.
+options of :meth:`~headseg.Segmenter.segment`: every field of
+:class:`~headseg.segmenter.options.SegmentOptions` as a keyword argument
+(``level``, ``max_chars``, ``max_tokens``, ``token_counter``...), validated
+when the adapter is built.  Chunks carry headseg's exact character offsets and
+tile their document.
 """

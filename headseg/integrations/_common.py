@@ -1,41 +1,55 @@
-"""What the framework adapters share: the segmenter (built once, on first use) and its options."""
+"""What the framework adapters share: the segmenter (built once, on first use) and its one :class:`SegmentOptions`.
+
+The adapters take the segmentation options as keyword arguments and pass them
+here unchanged, so an option added to :class:`SegmentOptions` reaches every
+adapter without being named in it.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segmentation
-from headseg.segmenter.api import Segmenter, check_options
-from headseg.segmenter.tokens import TokenCounterSpec, resolve_token_counter
+from headseg.segmenter.api import Segmenter
+from headseg.segmenter.options import SegmentOptions, option_names
+
+
+def adapter_options(options: Mapping[str, Any]) -> SegmentOptions:
+    """The validated :class:`SegmentOptions` of an adapter's keyword arguments (None keeps the default).
+
+    A name that is no option is a :class:`TypeError`, as for any other unexpected
+    keyword argument; a bad value is an :class:`InputError` naming the option.
+    """
+    unknown = sorted(set(options) - set(option_names()))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r} "
+                        f"(the segmentation options are {', '.join(option_names())})")
+    return SegmentOptions.of(options)
 
 
 class SegmenterRunner:
-    """A :class:`Segmenter` (given, or built on first use) and the options every call passes it."""
+    """A :class:`Segmenter` (given, or built on first use) and the :class:`SegmentOptions` every call passes it.
+
+    ``options`` are :class:`SegmentOptions`' fields as keyword arguments,
+    validated here (a token counter given by name is loaded here, once).
+    """
 
     def __init__(self, segmenter: Segmenter | None = None, *, model: str | os.PathLike | None = None,
-                 profile: Any = None, backend: str = "auto", device: str | None = None,
-                 level: str = "topic", segments: int | None = None, min_chars: int | None = None,
-                 max_chars: int | None = None, max_tokens: int | None = None,
-                 token_counter: TokenCounterSpec = None, penalty: float | None = None):
+                 profile: Any = None, backend: str = "auto", device: str | None = None, **options: Any):
         if segmenter is not None:
             if not isinstance(segmenter, Segmenter):
                 raise HeadsegError(f"segmenter must be a headseg Segmenter (got {type(segmenter).__name__})")
             if model is not None or profile is not None or backend != "auto" or device is not None:
                 raise HeadsegError("pass either a ready segmenter or model/profile/backend/device, not both")
-        check_options(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
-                              max_tokens=max_tokens, penalty=penalty)
         self._segmenter = segmenter
         self.build_args = {"model": model, "profile": profile, "backend": backend, "device": device}
-        self.options = {"level": level, "segments": segments, "min_chars": min_chars, "max_chars": max_chars,
-                        "max_tokens": max_tokens, "penalty": penalty}
-        self.token_counter_spec = token_counter
-        # Resolved now, so a tokenizer directory is read once and a bad one fails at construction.
-        self._counter = resolve_token_counter(token_counter)
+        self.options = adapter_options(options)
 
     @property
     def loaded(self) -> bool:
+        """Whether the segmenter exists yet (given, or built by a first use)."""
         return self._segmenter is not None
 
     @property
@@ -46,9 +60,10 @@ class SegmenterRunner:
         return self._segmenter
 
     def segment_many(self, texts: Sequence[str]) -> list[Segmentation]:
+        """The segmentations of ``texts`` with the options, in one call (the model batches across documents)."""
         if not texts:
             return []
-        return self.segmenter.segment_many(list(texts), token_counter=self._counter, **self.options)
+        return self.segmenter.segment_many(list(texts), self.options)
 
 
 def page_numbers(text: str, result: Segmentation) -> list[int]:

@@ -22,7 +22,7 @@ from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.errors import SerializationError
 
 from headseg.segmenter.api import Segmenter
-from headseg.segmenter.tokens import TokenCounterSpec
+from headseg.segmenter.options import option_names
 
 from ._common import SegmenterRunner, page_numbers
 
@@ -34,19 +34,17 @@ class HeadsegDocumentSplitter:
     """Split documents into headseg topic segments (or units with ``level="unit"``).
 
     Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device``,
-    loaded once by :meth:`warm_up` (or the first :meth:`run`), and the options of
-    :meth:`headseg.Segmenter.segment`.  Documents with empty content are skipped
-    unless ``skip_empty_documents`` is False.
+    loaded once by :meth:`warm_up` (or the first :meth:`run`), and the fields of
+    :class:`~headseg.segmenter.options.SegmentOptions` as keyword arguments (the
+    options of :meth:`headseg.Segmenter.segment`).  Documents with empty content
+    are skipped unless ``skip_empty_documents`` is False.
     """
 
     def __init__(self, segmenter: Segmenter | None = None, model: str | None = None, profile: str | None = None,
-                 backend: str = "auto", device: str | None = None, level: str = "topic",
-                 segments: int | None = None, min_chars: int | None = None, max_chars: int | None = None,
-                 max_tokens: int | None = None, token_counter: TokenCounterSpec = None,
-                 penalty: float | None = None, skip_empty_documents: bool = True):
+                 backend: str = "auto", device: str | None = None, *, skip_empty_documents: bool = True,
+                 **options: Any):
         self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
-                                      level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
-                                      max_tokens=max_tokens, token_counter=token_counter, penalty=penalty)
+                                      **options)
         self.skip_empty_documents = skip_empty_documents
         self._given_segmenter = segmenter is not None
 
@@ -76,28 +74,33 @@ class HeadsegDocumentSplitter:
         return {"documents": out}
 
     def to_dict(self) -> dict[str, Any]:
-        """Serialise for a pipeline file: only a segmenter built from names, and a counter given by name, can be."""
-        spec = self.runner.token_counter_spec
+        """Serialise for a pipeline file: only a segmenter built from names, and options given as plain
+        values, names or paths (a token counter as a tokenizer directory or cached model name), can be."""
         if self._given_segmenter:
             raise SerializationError("HeadsegDocumentSplitter built from a Segmenter object cannot be serialised; "
                                      "build it from model/profile/backend/device instead")
-        if spec is not None and not isinstance(spec, (str, os.PathLike)):
-            raise SerializationError("HeadsegDocumentSplitter with a callable token_counter cannot be serialised; "
-                                     "give the tokenizer as a directory or cached model name")
+        opts = self.runner.options
+        values = opts.settings()
+        # The other options hold Python objects (a token counter, a sentence splitter): written by name or
+        # path, and only when given, so that a file stays loadable by a version without a newer one.
+        values.update({name: _plain(name, getattr(opts, name)) for name in option_names()
+                       if name not in values and getattr(opts, name) is not None})
         args = self.runner.build_args
-        return default_to_dict(self, model=_plain(args["model"]), profile=_plain(args["profile"]),
+        return default_to_dict(self, model=_plain("model", args["model"]), profile=_plain("profile", args["profile"]),
                                backend=args["backend"], device=args["device"],
-                               token_counter=_plain(spec), skip_empty_documents=self.skip_empty_documents,
-                               **self.runner.options)
+                               skip_empty_documents=self.skip_empty_documents, **values)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HeadsegDocumentSplitter":
+        """The splitter :meth:`to_dict` described."""
         return default_from_dict(cls, data)
 
 
-def _plain(value):
+def _plain(name: str, value: Any) -> str | None:
+    """``value`` as a pipeline file holds it (None, or a name or path); anything else cannot be serialised."""
     if value is None or isinstance(value, str):
         return value
     if isinstance(value, os.PathLike):
         return os.fspath(value)
-    raise SerializationError(f"cannot serialise {type(value).__name__} for a pipeline file")
+    raise SerializationError(f"HeadsegDocumentSplitter with a {type(value).__name__} as {name} cannot be serialised; "
+                             "a pipeline file holds only names and paths")

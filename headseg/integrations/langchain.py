@@ -22,7 +22,6 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from headseg.segmenter.api import Segmenter
-from headseg.segmenter.tokens import TokenCounterSpec
 
 from ._common import SegmenterRunner
 
@@ -33,7 +32,9 @@ class HeadsegTextSplitter(TextSplitter):
     """Split text into headseg topic segments (or units with ``level="unit"``).
 
     Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device`` to
-    build one on first use, and the options of :meth:`headseg.Segmenter.segment`.
+    build one on first use, and the fields of
+    :class:`~headseg.segmenter.options.SegmentOptions` as keyword arguments (the
+    options of :meth:`headseg.Segmenter.segment`).
     LangChain's ``chunk_size`` and ``length_function`` are accepted too, as
     ``max_tokens`` counted by ``length_function`` (``max_chars`` without one), so
     ``HeadsegTextSplitter.from_huggingface_tokenizer(tokenizer, chunk_size=256)``
@@ -45,35 +46,16 @@ class HeadsegTextSplitter(TextSplitter):
 
     def __init__(self, segmenter: Segmenter | None = None, *, model: str | os.PathLike | None = None,
                  profile: Any = None, backend: str = "auto", device: str | None = None,
-                 level: str = "topic", segments: int | None = None, min_chars: int | None = None,
-                 max_chars: int | None = None, max_tokens: int | None = None,
-                 token_counter: TokenCounterSpec = None, penalty: float | None = None,
                  add_start_index: bool = True, chunk_size: int | None = None, chunk_overlap: int = 0,
-                 length_function: Callable[[str], int] | None = None):
-        # LangChain's own names, so from_huggingface_tokenizer(tok, chunk_size=N) and
-        # from_tiktoken_encoder(...) work: chunk_size is a hard limit in
-        # length_function's units (characters without one).
+                 length_function: Callable[[str], int] | None = None, **options: Any):
         if chunk_overlap:
             raise ValueError("HeadsegTextSplitter chunks tile the text; chunk_overlap must be 0")
-        if length_function is not None and length_function is not len:
-            if token_counter is not None:
-                raise ValueError("pass token_counter or length_function, not both")
-            token_counter = length_function
-        if chunk_size is not None:
-            if token_counter is not None:
-                if max_tokens is not None:
-                    raise ValueError("pass max_tokens or chunk_size, not both")
-                max_tokens = chunk_size
-            else:
-                if max_chars is not None:
-                    raise ValueError("pass max_chars or chunk_size, not both")
-                max_chars = chunk_size
         self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
-                                      level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
-                                      max_tokens=max_tokens, token_counter=token_counter, penalty=penalty)
+                                      **_langchain_limits(options, chunk_size, length_function))
+        limits = self.runner.options
         # The base class's size and overlap drive only its own merging, which is
         # not used here; headseg never overlaps chunks and never strips them.
-        super().__init__(chunk_size=max_chars or max_tokens or 4000, chunk_overlap=0,
+        super().__init__(chunk_size=limits.max_chars or limits.max_tokens or 4000, chunk_overlap=0,
                          add_start_index=add_start_index, strip_whitespace=False)
 
     @property
@@ -82,9 +64,12 @@ class HeadsegTextSplitter(TextSplitter):
         return self.runner.segmenter
 
     def split_text(self, text: str) -> list[str]:
+        """The texts of ``text``'s segments, in order (they join back into ``text``)."""
         return [s.text for s in self.runner.segment_many([text])[0]]
 
     def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
+        """One Document per segment of each text, with a copy of its metadata and, with ``add_start_index``,
+        ``start_index`` and ``end_index``."""
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
             raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
@@ -100,5 +85,28 @@ class HeadsegTextSplitter(TextSplitter):
         return out
 
     def split_documents(self, documents: Iterable[Document]) -> list[Document]:
+        """:meth:`create_documents` for ``documents``' texts and metadata."""
         docs = list(documents)
         return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+
+
+def _langchain_limits(options: dict[str, Any], chunk_size: int | None,
+                      length_function: Callable[[str], int] | None) -> dict[str, Any]:
+    """``options`` with LangChain's ``chunk_size`` and ``length_function`` as headseg's limits.
+
+    LangChain's own names, so ``from_huggingface_tokenizer(tok, chunk_size=N)``
+    and ``from_tiktoken_encoder(...)`` work: ``chunk_size`` is a hard limit in
+    ``length_function``'s units (``max_tokens`` counted by it), or in characters
+    without one (``max_chars``).
+    """
+    options = dict(options)
+    if length_function is not None and length_function is not len:
+        if options.get("token_counter") is not None:
+            raise ValueError("pass token_counter or length_function, not both")
+        options["token_counter"] = length_function
+    if chunk_size is not None:
+        limit = "max_tokens" if options.get("token_counter") is not None else "max_chars"
+        if options.get(limit) is not None:
+            raise ValueError(f"pass {limit} or chunk_size, not both")
+        options[limit] = chunk_size
+    return options

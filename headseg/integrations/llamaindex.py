@@ -14,27 +14,56 @@ offsets are headseg's, relative to the text of the node that was parsed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import typing
 from typing import Any, Dict, List, Optional, Sequence
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model
 from llama_index.core.node_parser import NodeParser
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode, Document, MetadataMode
 from llama_index.core.utils import get_tqdm_iterable
 
 from headseg.segmenter.api import Segmenter
+from headseg.segmenter.options import SegmentOptions, option_names
 
 from ._common import SegmenterRunner
 
 __all__ = ["HeadsegNodeParser"]
 
 
-class HeadsegNodeParser(NodeParser):
+def _option_fields() -> dict[str, Any]:
+    """One pydantic field per :class:`SegmentOptions` field, with its type and default.
+
+    The options shown on the command line are plain values, validated and
+    serialised like any field; the others hold Python objects (a token counter,
+    a sentence splitter) and are left out of :meth:`to_dict`.
+    """
+    hints = typing.get_type_hints(SegmentOptions)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(SegmentOptions):
+        cli = f.metadata.get("cli")
+        if cli:
+            out[f.name] = (hints[f.name], Field(default=f.default, description=cli["help"]))
+        else:
+            out[f.name] = (Any, Field(default=f.default, exclude=True,
+                                      description=f"{f.name} of headseg.segmenter.options.SegmentOptions"))
+    return out
+
+
+# The options as fields of a base model: declared once, in SegmentOptions, and
+# still keyword arguments, attributes and to_dict() keys of the parser.
+_OptionFields = create_model("HeadsegOptionFields", __base__=NodeParser, __module__=__name__, **_option_fields())
+
+
+class HeadsegNodeParser(_OptionFields):
     """Parse documents into headseg topic segments (or units with ``level="unit"``).
 
     Takes a ready ``segmenter`` or ``model``/``profile``/``backend``/``device`` to
-    build one on first use, and the options of :meth:`headseg.Segmenter.segment`.
+    build one on first use, and the fields of
+    :class:`~headseg.segmenter.options.SegmentOptions` (the options of
+    :meth:`headseg.Segmenter.segment`), which are fields of the parser too.
     Nodes get ``start_char_idx``/``end_char_idx`` from headseg's offsets, the
     source relationship, and previous/next relationships within a document.
     """
@@ -43,14 +72,6 @@ class HeadsegNodeParser(NodeParser):
     profile: Optional[str] = Field(default=None, description="head profile path (default: shipped or fallback)")
     backend: str = Field(default="auto", description="auto, torch or onnx")
     device: Optional[str] = Field(default=None, description="auto, cpu or cuda")
-    level: str = Field(default="topic", description="topic segments or sentence-like units")
-    segments: Optional[int] = Field(default=None, description="exactly this many segments per document")
-    min_chars: Optional[int] = Field(default=None, description="avoid segments shorter than this")
-    max_chars: Optional[int] = Field(default=None, description="hard limit in characters")
-    max_tokens: Optional[int] = Field(default=None, description="hard limit in tokens of token_counter")
-    token_counter: Any = Field(default=None, exclude=True,
-                               description="callable str -> int, tokenizer, or tokenizer directory/name")
-    penalty: Optional[float] = Field(default=None, description="cost of a new segment (higher: fewer)")
 
     _runner: SegmenterRunner = PrivateAttr()
 
@@ -59,13 +80,12 @@ class HeadsegNodeParser(NodeParser):
             if isinstance(data.get(key), os.PathLike):
                 data[key] = os.fspath(data[key])
         super().__init__(**data)
-        self._runner = SegmenterRunner(
-            segmenter, model=self.model, profile=self.profile, backend=self.backend, device=self.device,
-            level=self.level, segments=self.segments, min_chars=self.min_chars, max_chars=self.max_chars,
-            max_tokens=self.max_tokens, token_counter=self.token_counter, penalty=self.penalty)
+        self._runner = SegmenterRunner(segmenter, model=self.model, profile=self.profile, backend=self.backend,
+                                       device=self.device, **{name: getattr(self, name) for name in option_names()})
 
     @classmethod
     def class_name(cls) -> str:
+        """The name LlamaIndex serialises the parser under."""
         return "HeadsegNodeParser"
 
     @property

@@ -283,7 +283,7 @@ def test_resume_drops_a_torn_tail_and_refuses_other_settings(tmp_path, model_dir
     base = ["segment", str(corpus), "--model", model_dir, "--format", "jsonl", "--docs-per-batch", "2", "--quiet"]
     assert main([*base, "--out", str(full)]) == 0
 
-    from headseg.cli import segment as seg_cli
+    from headseg.cli import sinks as seg_cli
 
     real = seg_cli.JournalSink.write_batch
     calls = []

@@ -1,0 +1,188 @@
+"""What ``headseg segment`` reads: input paths expanded into sources, and the documents in them, lazily.
+
+Inputs are text files, folders (walked recursively, in sorted order), ``-``
+(stdin), JSONL and Parquet corpora, and remote URIs (which only the Ray
+engine's reader opens).  A document that cannot be read is yielded as an
+:class:`InputError` in its place, so it is reported in input order and the
+others go on.
+
+The readers take the parsed command line (``args``) and read from it
+``encoding``, ``max_bytes``, ``text_field`` and ``id_field``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import decode_text, read_text
+
+#: suffixes read from a folder (a file named explicitly is always read)
+TEXT_SUFFIXES = (".txt", ".text", ".md", ".ref")
+JSONL_SUFFIXES = (".jsonl",)
+PARQUET_SUFFIXES = (".parquet",)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input to read: its path (``"-"`` for stdin, or a remote URI) and how to read it."""
+
+    path: str  # "-" for stdin
+    kind: str  # "text", "jsonl" or "parquet"
+
+
+def _kind_of(path: str, input_format: str) -> str:
+    if input_format != "auto":
+        return input_format
+    low = path.lower()
+    if low.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    if low.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    return "text"
+
+
+def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], list[tuple[str, str]]]:
+    """Sources to read (folders walked in sorted order) and ``(path, reason)`` for those that do not exist."""
+    if input_format == "auto":
+        wanted = TEXT_SUFFIXES + JSONL_SUFFIXES + PARQUET_SUFFIXES
+    else:
+        wanted = {"text": TEXT_SUFFIXES, "jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES}[input_format]
+    sources, missing = [], []
+    for p in paths:
+        if p == "-":
+            sources.append(Source("-", "text" if input_format == "auto" else input_format))
+            continue
+        if "://" in p:
+            # a remote URI (s3://, gs://, ...): the ray engine's reader opens it
+            sources.append(Source(p, _kind_of(p, input_format)))
+            continue
+        path = Path(p)
+        if path.is_dir():
+            found = []
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(os.path.join(root, f) for f in sorted(files)
+                             if not f.startswith(".") and f.lower().endswith(wanted))
+            if not found:
+                missing.append((p, f"folder has no input files ({', '.join(wanted)})"))
+            sources.extend(Source(f, _kind_of(f, input_format)) for f in found)
+        elif path.exists():
+            sources.append(Source(p, _kind_of(p, input_format)))
+        else:
+            missing.append((p, "no such file"))
+    return sources, missing
+
+
+def iter_documents(sources: list[Source], args,
+                   skip: Callable[[int, str], bool] | None = None) -> Iterator[tuple[int, str, Any]]:
+    """``(position, id, text)`` for every document of every source, lazily.
+
+    ``text`` is an :class:`InputError` for a document that cannot be read (it is
+    reported, the others go on).  ``skip(position, id)`` returning True skips a
+    text file without reading it (``--resume``): its ``text`` is None.
+    """
+    n = 0
+    for src in sources:
+        if src.kind == "text":
+            name = "<stdin>" if src.path == "-" else src.path
+            if skip is not None and skip(n, name):
+                yield n, name, None
+            else:
+                try:
+                    text: Any = read_text(src.path, encoding=args.encoding, max_bytes=args.max_bytes,
+                                          allow_empty=True)
+                except HeadsegError as exc:
+                    text = exc
+                yield n, name, text
+            n += 1
+        elif src.kind == "jsonl":
+            for doc_id, text in _iter_jsonl(src.path, args):
+                yield n, doc_id, text
+                n += 1
+        else:
+            for doc_id, text in _iter_parquet(src.path, args):
+                yield n, doc_id, text
+                n += 1
+
+
+def _iter_jsonl(path: str, args) -> Iterator[tuple[str, Any]]:
+    source = "<stdin>" if path == "-" else path
+    try:
+        fh = sys.stdin.buffer if path == "-" else open(path, "rb")
+    except OSError as exc:
+        yield source, InputError(f"cannot read ({exc.strerror or exc})")
+        return
+    try:
+        for line_no, raw in enumerate(_bounded_lines(fh, args.max_bytes), start=1):
+            where = f"{source}:{line_no}"
+            if raw is None:
+                yield where, InputError(f"line is over the limit of {args.max_bytes:,} bytes (raise it with --max-bytes)")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(decode_text(raw, where, args.encoding))
+            except HeadsegError as exc:
+                yield where, exc
+                continue
+            except ValueError as exc:
+                yield where, InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})")
+                continue
+            if not isinstance(obj, dict):
+                yield where, InputError("a JSONL record must be a JSON object")
+                continue
+            doc_id = obj.get(args.id_field)
+            doc_id = where if doc_id is None else str(doc_id)
+            text = obj.get(args.text_field)
+            if not isinstance(text, str):
+                what = "missing" if text is None else f"a {type(text).__name__}, not a string"
+                text = InputError(f"field '{args.text_field}' is {what}")
+            yield doc_id, text
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+
+
+def _bounded_lines(fh, max_bytes: int) -> Iterator[bytes | None]:
+    """Lines of a binary stream; a line longer than ``max_bytes`` is skipped whole and given as None."""
+    while True:
+        line = fh.readline(max_bytes + 1)
+        if not line:
+            return
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = fh.readline(1 << 20)
+            yield None
+            continue
+        yield line
+
+
+def _iter_parquet(path: str, args) -> Iterator[tuple[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+        yield path, InputError(f"not a readable Parquet file ({exc})")
+        return
+    names = pf.schema_arrow.names
+    if args.text_field not in names:
+        yield path, InputError(f"Parquet file has no column '{args.text_field}'")
+        return
+    cols = [args.text_field] + ([args.id_field] if args.id_field in names else [])
+    row = 0
+    for batch in pf.iter_batches(batch_size=1024, columns=cols):
+        texts = batch.column(args.text_field).to_pylist()
+        ids = batch.column(args.id_field).to_pylist() if args.id_field in names else [None] * len(texts)
+        for doc_id, text in zip(ids, texts):
+            where = f"{path}:{row}"
+            row += 1
+            if not isinstance(text, str):
+                text = InputError(f"field '{args.text_field}' is {'missing' if text is None else 'not a string'}")
+            yield (where if doc_id is None else str(doc_id)), text
