@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from headseg.analysis.cache import cache_root, cached_digest, file_sha256
+from headseg.analysis.cache import cache_root, cached_digest
 from headseg.analysis.errors import ArtifactError
 from headseg.analysis.io import read_json_object
 

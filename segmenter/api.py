@@ -37,22 +37,13 @@ from headseg.export.serve import artifact_profile
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, split_oversized
 from .lines import heading_units, starts_same_line
-from .options import LEVELS, SegmentOptions, check_splitter, validate_options
+from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
                      segment_batch)
 from .topics import TopicParams, topic_boundaries
 from .units import UnitParams, find_units
 
-__all__ = ["Segmenter", "DocumentError", "TopicParams", "SegmentOptions", "check_options",
-           "DEFAULT_BATCH_DOCS", "DEFAULT_BATCH_CHARS"]
-
-
-def check_options(level: str = "topic", segments: int | None = None, min_chars: int | None = None,
-                  max_chars: int | None = None, max_tokens: int | None = None,
-                  penalty: float | None = None) -> None:
-    """Validate :meth:`Segmenter.segment`'s options without a model (raises :class:`InputError`)."""
-    validate_options(dict(level=level, segments=segments, min_chars=min_chars, max_chars=max_chars,
-                          max_tokens=max_tokens, penalty=penalty))
+__all__ = ["Segmenter", "DocumentError", "TopicParams", "SegmentOptions", "DEFAULT_BATCH_DOCS", "DEFAULT_BATCH_CHARS"]
 
 
 @dataclass
@@ -257,10 +248,6 @@ class Segmenter:
         limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens)
         return topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
                                 headings=headings, limits=limits)
-
-    def __call__(self, text: str, **kwargs) -> Segmentation:
-        """Same as :meth:`segment`."""
-        return self.segment(text, **kwargs)
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",

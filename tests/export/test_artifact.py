@@ -71,7 +71,7 @@ def test_corrupt_graph_detected_by_checksum(tiny_bert, copy):
 
 
 def test_garbage_graph_with_matching_manifest_is_refused_by_onnxruntime(tiny_bert, copy):
-    from headseg.export.artifact import file_sha256
+    from headseg.analysis.cache import file_sha256
 
     g = copy / "model.onnx"
     g.write_bytes(b"this is not a protobuf" * 10)
