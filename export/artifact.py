@@ -65,12 +65,14 @@ class Manifest:
     model_type: str = ""
 
     def to_dict(self) -> dict:
+        """The manifest as written to ``manifest.json`` (heads as ``[layer, head]`` pairs)."""
         d = dict(self.__dict__)
         d["heads"] = [[l, h] for l, h in self.heads]
         return d
 
     @classmethod
     def from_dict(cls, d: dict, source: str) -> "Manifest":
+        """A manifest read from ``d`` (``source`` names the file in errors); raises :class:`ArtifactError`."""
         try:
             version = int(d.get("version", MANIFEST_VERSION))
             if version > MANIFEST_VERSION:

@@ -3,6 +3,7 @@
 >>> from headseg import Segmenter
 >>> seg = Segmenter()                    # embedded all-MiniLM-L6-v2, shipped head profile
 >>> result = seg.segment(text)           # topic segments with exact character offsets
+>>> seg.segment(text, SegmentOptions(max_tokens=256))   # or the options' fields as keywords
 
 Subpackages: :mod:`headseg.analysis` (the base: models, windows, per-head
 capture, similarity, norms, the study), :mod:`headseg.segmenter`,
@@ -24,7 +25,7 @@ from headseg.analysis.errors import (
 from headseg.analysis.model import load_model
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.segmenter.api import DocumentError, Segmenter
-
+from headseg.segmenter.options import SegmentOptions
 
 
 def __getattr__(name: str):
@@ -48,6 +49,7 @@ __all__ = [
     "ModelError",
     "ProfileError",
     "Segment",
+    "SegmentOptions",
     "Segmentation",
     "Segmenter",
     "__version__",

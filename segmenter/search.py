@@ -67,6 +67,7 @@ class SegmentCost:
         return a, cost
 
     def cost(self, a: int, b: int) -> float:
+        """Weighted scatter of units ``a..b-1`` around their mean (the cost of one segment)."""
         sx = self.cx[b] - self.cx[a]
         return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 

@@ -34,6 +34,8 @@ from headseg.analysis.text import _CLOSER, make_window, split_sentences, tile_sp
 
 @dataclass
 class UnitParams:
+    """Knobs of the unit detector for long unpunctuated stretches (the heads' block contrast)."""
+
     #: tokens per model window when detecting units
     window: int = 64
     #: tokens on each side of a gap in the block contrast
