@@ -82,6 +82,11 @@ class TopicParams:
     #: segment needs more evidence (0 = no surcharge)
     short_surcharge: float = 0.5
     short_tokens: float = 64.0
+    #: a document whose unit vectors barely differ (mean squared distance to their mean below
+    #: this; every dev document is above 0.64) has no topics to cut: repeated or templated text
+    #: ("word word ...") drifts smoothly, and a penalty scaled by its tiny σ² would cut the
+    #: drift into dozens of segments.  Only the hard size limits cut it then (0 = off)
+    min_spread: float = 0.05
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
@@ -112,6 +117,9 @@ def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments:
     if segments is not None:
         return partition_k(cost, min(segments, cost.n))
     beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
+    if params.min_spread and len(x) and float(np.square(x - x.mean(axis=0)).sum(axis=1).mean()) < params.min_spread:
+        # no topic structure: a segment costs more than all the scatter cuts could save
+        beta = np.maximum(beta, cost.cost(0, cost.n))
     extra = None
     if tokens is not None and params.short_surcharge and params.short_tokens > 0:
         ct = np.concatenate([[0.0], np.cumsum(np.asarray(tokens, dtype=np.float64))])

@@ -204,15 +204,37 @@ def _decide(text: str, doc, pos: int, tok_hi: int, z: np.ndarray, weights: np.nd
         return [pos + j for j in commits]
     if end >= tok_hi:
         return None
-    # no clear peak in a full window: cut at the strongest allowed gap so
-    # that a unit never runs past one window
+    # No clear peak in a full window: cut at the strongest allowed gap of its second half, so
+    # that a unit never runs past one window and the next window starts at least half a window
+    # on (the contrast near a window's start sees partial context and wins on flat or repetitive
+    # text: "word word ..." was cut every min_tokens tokens, one 64-token window per 4 tokens).
     cand = np.flatnonzero(valid)
+    late = cand[cand >= t // 2]
+    cand = late if late.size else cand
     return [pos + (int(cand[np.argmax(score[cand])]) if cand.size else t - 1)]
 
 
 #: decoders start this many tokens apart (see detect_lines): enough of them to fill batches,
 #: few joins (each costs a window or two)
 CHUNK_TOKENS = 256
+#: a decoder that runs this many tokens past the next decoder's start without meeting its chain
+#: is joined to it (see detect_lines): on repetitive text the chains never meet exactly, and each
+#: would otherwise run to the end of the text, which made the detector quadratic
+JOIN_TOKENS = 128
+
+_PENDING = object()
+
+
+def _chain_from(link: dict[int, int | None], start: int, at_least: int):
+    """The first boundary ``>= at_least`` on the chain from ``start``, None for the range's end, or
+    :data:`_PENDING` when that chain is not decided that far yet."""
+    q: int | None = start
+    while True:
+        if q is None or q >= at_least:
+            return q
+        if q not in link:
+            return _PENDING
+        q = link[q]
 
 
 def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress=None) -> list[list[int]]:
@@ -227,8 +249,13 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
     (another decoder's chain, which it joins).  The result is the chain from
     each range's start.  With ``commit="first"`` the successor of a boundary
     depends on that boundary alone, so the result is exactly the
-    one-call-per-unit decoder's; the chains meet within a few units, so the
-    extra windows are few.
+    one-call-per-unit decoder's as long as the chains meet; on natural text
+    they meet within a few units, so the extra windows are few.  A decoder that
+    has run :data:`JOIN_TOKENS` past the next decoder's start without meeting
+    its chain (repetitive text, where the boundaries of two chains never
+    coincide) is joined to that chain at its first boundary at least
+    ``min_tokens`` on, so every token is covered by at most about
+    ``1 + JOIN_TOKENS / CHUNK_TOKENS`` decoders: the work is linear in the text.
     """
     tokenizer = segmenter.loaded.tokenizer
     width = window_width(tokenizer, params.window)
@@ -236,26 +263,36 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
     link: list[dict[int, int | None]] = [{} for _ in ranges]  # boundary -> next boundary (None: the end)
     # A fixed grid (not one derived from the batch size): the result must not depend on batching.
     chunk = CHUNK_TOKENS
-    active = []  # (range index, window start)
+    active = []  # (range index, window start, the next decoder's start in the range or None)
     for r, (lo, hi) in enumerate(ranges):
-        active.extend((r, p) for p in range(lo, max(hi - params.min_tokens, lo + 1), chunk))
+        grid = list(range(lo, max(hi - params.min_tokens, lo + 1), chunk))
+        active.extend((r, p, nxt) for p, nxt in zip(grid, grid[1:] + [None]))
     while active:
-        step, seen = [], set()
-        for r, p in active:
+        step, seen, waiting = [], set(), []
+        for r, p, nxt in active:
             if p in link[r] or (r, p) in seen:
                 continue  # joined a known chain (or a twin in this step)
             if ranges[r][1] - p <= params.min_tokens:
                 link[r][p] = None
                 continue
+            if nxt is not None and p >= nxt + JOIN_TOKENS:
+                q = _chain_from(link[r], nxt, p + params.min_tokens)
+                if q is _PENDING:
+                    waiting.append((r, p, nxt))  # the next decoder is behind: wait for it
+                else:
+                    link[r][p] = q
+                continue
             seen.add((r, p))
-            step.append((r, p))
+            step.append((r, p, nxt))
+        if not step and waiting and len(waiting) == len(active):
+            raise RuntimeError("unit detector: decoders wait on each other")  # a bug, never user input
         windows = [make_window(doc, p, min(p + width, ranges[r][1]), tokenizer, sentence_id=0, with_tokens=False)
-                   for r, p in step]
+                   for r, p, _ in step]
         moved = []
         for b0 in range(0, len(step), batch):
             wins = windows[b0:b0 + batch]
             acts = segmenter.capture(wins)
-            for (r, p), w, z in zip(step[b0:b0 + batch], wins, acts.z):
+            for (r, p, nxt), w, z in zip(step[b0:b0 + batch], wins, acts.z):
                 zc = z[:, : len(w)][:, ~w.special].astype(np.float64)  # [N, t, d]
                 q = _decide(text, doc, p, ranges[r][1], zc, segmenter.weights, params)
                 if q is None:
@@ -268,10 +305,10 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
                         break
                     link[r][a] = b
                 if not joined:
-                    moved.append((r, chain[-1]))
+                    moved.append((r, chain[-1], nxt))
             if progress is not None:
                 progress.update(len(wins))
-        active = moved
+        active = moved + waiting
     out = []
     for r, (lo, hi) in enumerate(ranges):
         starts, p = [], lo

@@ -370,3 +370,23 @@ def test_numbered_headings_open_their_sections(segmenter):
         result = segmenter.segment(text)
         assert [s.text.split("\n")[0] for s in result] == labels
         assert "".join(s.text for s in result) == text
+
+
+def test_min_spread_no_topics_in_text_that_barely_changes():
+    from headseg.segmenter.topics import TopicParams, topic_boundaries
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(2, 64))
+    t = np.linspace(0.0, 1.0, 120)[:, None]
+    # repeated text drifts smoothly: the units barely differ, so σ² is tiny and the drift looked like topics
+    drift = a + 0.08 * t * b + 0.002 * rng.normal(size=(120, 64))
+    drift /= np.linalg.norm(drift, axis=1, keepdims=True)
+    spread = float(np.square(drift - drift.mean(0)).sum(1).mean())
+    assert spread < TopicParams().min_spread
+    assert topic_boundaries(drift, TopicParams(), tokens=np.full(120, 20))[0] == []
+    # without the rule the same vectors were cut into many segments
+    assert len(topic_boundaries(drift, TopicParams(min_spread=0), tokens=np.full(120, 20))[0]) > 3
+    # real topics are far above the threshold and still cut
+    two = np.vstack([a + 0.3 * rng.normal(size=(60, 64)), b + 0.3 * rng.normal(size=(60, 64))])
+    two /= np.linalg.norm(two, axis=1, keepdims=True)
+    assert topic_boundaries(two, TopicParams(), tokens=np.full(120, 20))[0] == [60]

@@ -59,6 +59,8 @@ def sequential_detect(text, doc, tok_lo, tok_hi, segmenter, params):
             if end >= tok_hi:
                 break
             cand = np.flatnonzero(valid)
+            late = cand[cand >= t // 2]  # no clear peak: the strongest gap of the window's second half
+            cand = late if late.size else cand
             chosen = [int(cand[np.argmax(score[cand])]) if cand.size else t - 1]
         starts.extend(pos + c for c in chosen)
         pos += chosen[-1]
@@ -131,3 +133,54 @@ def test_units_tile_and_batches_across_stretches(seg, monkeypatch):
     assert spans[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
     # several windows share each model call (the sequential decoder made one call per unit)
     assert max(calls) > 1 and len(calls) < len(spans)
+
+
+def _detector_windows(seg, monkeypatch, text):
+    calls = []
+    real = Segmenter.capture
+
+    def counting(self, windows, heads=None):
+        calls.append(len(windows))
+        return real(self, windows, heads)
+
+    monkeypatch.setattr(Segmenter, "capture", counting)
+    spans = seg.units(text, mode="auto")
+    monkeypatch.setattr(Segmenter, "capture", real)
+    assert "".join(text[a:b] for a, b in spans) == text
+    return sum(calls), spans
+
+
+@pytest.mark.slow
+def test_item14_repeated_word_costs_linear_work(embedded, monkeypatch):
+    # Issue 23 item 14: on one word repeated, the decoders' chains never meet exactly; each ran to
+    # the end of the text (windows grew with the square of the length: 986 windows for 4000 words)
+    # and every window without a clear peak cut a min_tokens unit.  Now a decoder joins the next
+    # one's chain JOIN_TOKENS past its start, and such a window cuts in its second half.
+    seg = Segmenter(model=embedded, backend="torch")
+    small, _ = _detector_windows(seg, monkeypatch, "word " * 1000)
+    large, spans = _detector_windows(seg, monkeypatch, "word " * 4000)
+    assert large <= 4.6 * small
+    assert large <= 4000 / 16  # at most one 64-token window per 16 tokens (it was one per 4)
+    assert np.median([b - a for a, b in spans]) >= 5 * 32  # units of half a window or more ("word " = 1 token)
+    # and no topics in it: one segment, unless a hard limit cuts it
+    assert len(seg.segment("word " * 1000)) == 1
+    limited = seg.segment("word " * 1000, max_tokens=128)
+    assert all(s.token_count <= 128 for s in limited) and len(limited) >= 1000 // 128
+
+
+def test_forced_join_keeps_units_within_the_limits(seg, monkeypatch):
+    monkeypatch.setattr(units_mod, "CHUNK_TOKENS", 40)
+    monkeypatch.setattr(units_mod, "JOIN_TOKENS", 8)
+    text = "word " * 900 + "\n" + _unpunctuated(300, 3)
+    doc = tokenize(text, seg.loaded.tokenizer)
+    tok_start = doc.offsets[:, 0]
+    cut = text.index("\n")
+    ranges = [(0, int(np.searchsorted(tok_start, cut))), (int(np.searchsorted(tok_start, cut + 1)), len(doc))]
+    params = UnitParams()
+    got = detect_lines(text, doc, ranges, seg, params)
+    for starts, (lo, hi) in zip(got, ranges):
+        edges = [lo] + starts + [hi]
+        assert edges == sorted(edges)
+        assert all(b - a >= params.min_tokens for a, b in zip(edges[:-1], edges[1:-1]))
+        # a unit is at most a window, plus the join's min_tokens
+        assert max(b - a for a, b in zip(edges[:-1], edges[1:])) <= params.window + params.min_tokens
