@@ -21,6 +21,7 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
+from .embeddings import MeanPooledEmbedder
 from .loaders import Document, snap_offsets
 from .methods import Method, MethodUnavailable, Prediction, register_method
 from .tiling import block_similarity, pick_boundaries
@@ -152,45 +153,21 @@ class EmbeddingCosineMethod(Method):
         self.window = window
         self._cache: dict[str, np.ndarray] = {}
         self.model_spec = model
-        self.batch_size = batch_size
         self.max_tokens = max_tokens
-        self.loaded = None
+        self.embedder = MeanPooledEmbedder(model, batch_size=batch_size, max_tokens=max_tokens)
+
+    @property
+    def loaded(self):
+        """The embedder's loaded model (None before :meth:`setup`)."""
+        return self.embedder.loaded
 
     def setup(self):
         """Load the model (embedded by default)."""
-        from headseg.analysis.model import load_model
-
-        self.loaded = load_model(self.model_spec)
+        self.embedder.setup()
 
     def embed(self, units: Sequence[str]) -> np.ndarray:
-        """Unit-normalised embeddings ``[N, hidden]``."""
-        import torch
-
-        tok = self.loaded.tokenizer
-        model = self.loaded.model
-        out = []
-        # Length-sorted batches waste less padding.
-        order = sorted(range(len(units)), key=lambda i: len(units[i]))
-        # Truncated as sentence-transformers does: content cut so that the special tokens still fit.
-        width = min(self.max_tokens, self.loaded.info.max_positions) - len(tok.before) - len(tok.after)
-        with torch.inference_mode():
-            for s in range(0, len(order), self.batch_size):
-                idx = order[s : s + self.batch_size]
-                seqs = [tok.before + tok.encode(units[i])[0][:width].tolist() + tok.after for i in idx]
-                ids = np.full((len(seqs), max(map(len, seqs))), tok.pad_token_id or 0, dtype=np.int64)
-                att = np.zeros(ids.shape, dtype=np.int64)
-                for r, seq in enumerate(seqs):
-                    ids[r, : len(seq)] = seq
-                    att[r, : len(seq)] = 1
-                hidden = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(att)).last_hidden_state
-                mask = torch.from_numpy(att).unsqueeze(-1).to(hidden.dtype)
-                emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-                out.append((idx, emb.double().numpy()))
-        res = np.zeros((len(units), self.loaded.info.hidden_size))
-        for idx, emb in out:
-            res[idx] = emb
-        norms = np.linalg.norm(res, axis=1, keepdims=True)
-        return res / np.maximum(norms, 1e-12)
+        """Unit-normalised embeddings ``[N, hidden]`` (:class:`~.embeddings.MeanPooledEmbedder`)."""
+        return self.embedder.embed(units)
 
     def predict(self, doc, k=None):
         """Depth-score boundaries on block similarity: the ``k - 1`` deepest gaps, or the deep valleys."""

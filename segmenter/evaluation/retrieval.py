@@ -1,0 +1,226 @@
+"""Retrieval evaluation of chunkers: do a chunker's chunks bring back the passages that answer questions?
+
+Data in the form of Smith & Troynikov's chunking benchmark ("Evaluating
+Chunking Strategies for Retrieval", 2024): a folder with ``corpora/*.md`` (or
+``*.txt``) and ``questions.jsonl``, one ``{"question", "corpus", "references":
+[{"start", "end", "text"}]}`` per line, where ``corpus[start:end] == text``
+(character offsets; checked on load).
+
+The metric is the benchmark's: the chunks of *all* corpora go into one index;
+each question retrieves its top ``k`` chunks by cosine between embeddings
+(:class:`~.embeddings.MeanPooledEmbedder`, the embedded model, by default);
+with ``covered`` the characters of the question's references that the
+retrieved chunks cover,
+
+* recall = covered / |references|,
+* precision = covered / |retrieved| (the retrieved chunks' total length),
+* IoU = covered / (|retrieved| + |references| − covered),
+
+averaged over questions (overall and per corpus).  Chunks are character spans
+``(start, end)`` of their corpus, so any chunker (headseg, LangChain's
+recursive splitter, fixed token windows...) is scored on exact offsets.
+
+Cost: one embedding per chunk and per question, one ``[Q, C]`` matrix product.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from headseg.analysis.errors import InputError
+
+Span = tuple[int, int]
+#: a chunker: corpus text -> chunk spans (character offsets, in order, not overlapping)
+Chunker = Callable[[str], Sequence[Span]]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of a retrieval set and the reference spans that answer it, in corpus ``corpus``."""
+
+    text: str
+    corpus: str
+    references: tuple[Span, ...]
+
+
+@dataclass(frozen=True)
+class RetrievalSet:
+    """Corpora (name -> text) and the questions about them."""
+
+    corpora: Mapping[str, str]
+    questions: tuple[Question, ...]
+
+    def __post_init__(self) -> None:
+        for i, q in enumerate(self.questions):
+            if q.corpus not in self.corpora:
+                raise InputError(f"question {i + 1}: no corpus named '{q.corpus}'")
+            n = len(self.corpora[q.corpus])
+            if not q.references or any(not 0 <= s < e <= n for s, e in q.references):
+                raise InputError(f"question {i + 1}: references must be non-empty spans inside '{q.corpus}'")
+
+
+def load_retrieval(path: str | Path, corpora: Iterable[str] | None = None) -> RetrievalSet:
+    """The retrieval set in folder ``path`` (``corpora/`` + ``questions.jsonl``), optionally only ``corpora``.
+
+    Raises :class:`InputError` for a missing file, a malformed line, or a
+    reference whose ``text`` is not the corpus text at its offsets.
+    """
+    root = Path(path)
+    qfile = root / "questions.jsonl"
+    if not qfile.is_file() or not (root / "corpora").is_dir():
+        raise InputError(f"{root}: expected corpora/ and questions.jsonl")
+    texts = {f.stem: f.read_text(encoding="utf-8") for f in sorted((root / "corpora").iterdir())
+             if f.suffix in (".md", ".txt")}
+    wanted = set(texts) if corpora is None else set(corpora)
+    if wanted - set(texts):
+        raise InputError(f"{root}: no corpus {', '.join(sorted(wanted - set(texts)))}")
+    questions = []
+    for n, line in enumerate(qfile.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            refs = tuple((int(r["start"]), int(r["end"])) for r in d["references"])
+            name, text = str(d["corpus"]), str(d["question"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{qfile}:{n}: not a question record ({type(exc).__name__}: {exc})") from None
+        if name not in wanted:
+            continue
+        corpus = texts.get(name, "")
+        for r, (s, e) in zip(d["references"], refs):
+            if "text" in r and corpus[s:e] != r["text"]:
+                raise InputError(f"{qfile}:{n}: reference {s}:{e} is not the text of corpus '{name}' there")
+        questions.append(Question(text, name, refs))
+    return RetrievalSet({k: v for k, v in texts.items() if k in wanted}, tuple(questions))
+
+
+def _merged(spans: Iterable[Span]) -> list[Span]:
+    """The union of ``spans`` as sorted disjoint spans."""
+    out: list[list[int]] = []
+    for s, e in sorted(spans):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _overlap(a: Sequence[Span], b: Sequence[Span]) -> int:
+    """Characters in both unions of sorted disjoint spans ``a`` and ``b``."""
+    i = j = total = 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0, hi - lo)
+        if a[i][1] <= b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def question_scores(retrieved: Sequence[Span], references: Sequence[Span], foreign: int = 0) -> dict[str, float]:
+    """IoU, recall and precision of the retrieved chunk spans against the reference spans of one question.
+
+    ``foreign``: characters of retrieved chunks from other corpora (retrieved, covering nothing).
+    """
+    refs = _merged(references)
+    ref_len = sum(e - s for s, e in refs)
+    got_len = sum(e - s for s, e in retrieved) + foreign
+    covered = _overlap(_merged(retrieved), refs)
+    return {"iou": covered / max(got_len + ref_len - covered, 1), "recall": covered / max(ref_len, 1),
+            "precision": covered / max(got_len, 1)}
+
+
+@dataclass
+class RetrievalScores:
+    """Mean IoU / recall / precision over questions, overall and per corpus, and the chunks' sizes."""
+
+    overall: dict[str, float]
+    per_corpus: dict[str, dict[str, float]]
+    chunks: int
+    mean_chunk_tokens: float
+    per_question: list[dict[str, float]] = field(repr=False, default_factory=list)
+
+
+def evaluate_chunks(rs: RetrievalSet, chunks: Mapping[str, Sequence[Span]], embed: Callable[[Sequence[str]], np.ndarray],
+                    k: int = 5, count_tokens: Callable[[str], int] | None = None,
+                    question_vectors: np.ndarray | None = None) -> RetrievalScores:
+    """Score one chunking (corpus name -> chunk spans) of ``rs`` with embedder ``embed`` (texts -> ``[N, D]``,
+    unit length) at top ``k``.  ``question_vectors [Q, D]`` may be passed to embed the questions once."""
+    if k < 1:
+        raise InputError("k must be at least 1")
+    index: list[tuple[str, Span]] = []
+    for name in rs.corpora:
+        text = rs.corpora[name]
+        spans = [(int(s), int(e)) for s, e in chunks[name]]
+        if any(not 0 <= s < e <= len(text) for s, e in spans):
+            raise InputError(f"a chunk of '{name}' is empty or outside the corpus")
+        index.extend((name, sp) for sp in spans)
+    texts = [rs.corpora[name][s:e] for name, (s, e) in index]
+    c = embed(texts)
+    q = embed([x.text for x in rs.questions]) if question_vectors is None else question_vectors
+    sims = q @ c.T  # [Q, C]
+    per_q = []
+    for qi, question in enumerate(rs.questions):
+        top = np.argsort(-sims[qi], kind="stable")[:k]
+        got = [index[t][1] for t in top if index[t][0] == question.corpus]
+        foreign = sum(index[t][1][1] - index[t][1][0] for t in top if index[t][0] != question.corpus)
+        per_q.append(dict(question_scores(got, question.references, foreign), corpus=question.corpus))
+    names = ("iou", "recall", "precision")
+    overall = {m: float(np.mean([p[m] for p in per_q])) for m in names}
+    per_corpus = {name: {m: float(np.mean([p[m] for p in per_q if p["corpus"] == name])) for m in names}
+                  for name in rs.corpora if any(p["corpus"] == name for p in per_q)}
+    sizes = [count_tokens(t) for t in texts] if count_tokens else [len(t) for t in texts]
+    return RetrievalScores(overall, per_corpus, len(index), float(np.mean(sizes)) if sizes else 0.0, per_q)
+
+
+def chunk_all(rs: RetrievalSet, chunker: Chunker) -> dict[str, list[Span]]:
+    """Each corpus of ``rs`` chunked by ``chunker``."""
+    return {name: [(int(s), int(e)) for s, e in chunker(text)] for name, text in rs.corpora.items()}
+
+
+def fixed_token_chunker(max_tokens: int, tokenize: Callable[[str], np.ndarray]) -> Chunker:
+    """Consecutive windows of ``max_tokens`` tokens (``tokenize(text) -> [T, 2]`` character offsets of the tokens),
+    each chunk from its first token's start to the next chunk's first token's start."""
+
+    def chunk(text: str) -> list[Span]:
+        offs = np.asarray(tokenize(text))
+        if not len(offs):
+            return [(0, len(text))] if text else []
+        starts = [0] + [int(offs[i, 0]) for i in range(max_tokens, len(offs), max_tokens)]
+        return [(a, b) for a, b in zip(starts, starts[1:] + [len(text)]) if b > a]
+
+    return chunk
+
+
+def recursive_chunker(max_tokens: int, count_tokens: Callable[[str], int]) -> Chunker:
+    """LangChain's ``RecursiveCharacterTextSplitter`` at ``max_tokens`` (no overlap), offsets found in order."""
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter(chunk_size=max_tokens, chunk_overlap=0, length_function=count_tokens)
+
+    def chunk(text: str) -> list[Span]:
+        out, pos = [], 0
+        for piece in splitter.split_text(text):
+            s = text.find(piece, pos)
+            if s < 0:
+                raise InputError("the recursive splitter returned text that is not in the corpus")
+            out.append((s, s + len(piece)))
+            pos = s + len(piece)
+        return out
+
+    return chunk
+
+
+def headseg_chunker(segmenter, **options) -> Chunker:
+    """headseg's segments (``segmenter.segment(text, **options)``) as chunk spans."""
+
+    def chunk(text: str) -> list[Span]:
+        return [(s.start, s.end) for s in segmenter.segment(text, **options)]
+
+    return chunk
