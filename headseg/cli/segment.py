@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.io import output_lock
+from headseg.analysis.ray import probe_address
 from headseg.analysis.memory import release_memory
 from headseg.analysis.progress import progress_bar
 
@@ -121,6 +122,8 @@ def check_args(args) -> SegmentOptions:
             raise InputError("--engine ray needs --format jsonl or parquet and --out FILE")
         if args.resume:
             raise InputError("--resume is for the local engine; the ray engine rewrites --out")
+        if args.address:
+            probe_address(args.address)  # an unreachable cluster: one line now, not Ray retrying for minutes
     elif args.address or args.workers or args.gpus_per_worker:
         raise InputError("--address, --workers and --gpus-per-worker go with --engine ray")
     return opts

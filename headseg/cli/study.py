@@ -8,6 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from headseg.analysis.io import check_output_dir, output_lock
+from headseg.analysis.ray import probe_address
 from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
@@ -45,6 +46,8 @@ def check_args(args) -> StudyConfig:
         raise InputError("--report-only and --stop-after-batches are for the local engine")
     if args.engine != "ray" and (args.address or args.workers):
         raise InputError("--address and --workers go with --engine ray")
+    if args.engine == "ray" and args.address:
+        probe_address(args.address)  # an unreachable cluster: one line now, not Ray retrying for minutes
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     # the model's window limit from its config.json: a bad --seq-len costs no weight loading

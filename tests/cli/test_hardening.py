@@ -393,6 +393,12 @@ def test_item12_lone_surrogate(tiny_bert, tmp_path, model_dir, capsys):
 
 
 # ------------------------------------------------------------------ item 13
+def test_item13_unreachable_ray_address_study(tmp_path, corpus, config_only, capsys):
+    rc, err = _run(["study", str(corpus), "--out", str(tmp_path / "s"), "--engine", "ray", "--address", "127.0.0.1:1",
+                    "--model", config_only], capsys)
+    assert rc == 2 and _one_line(err) and "--address 127.0.0.1:1: cannot reach a Ray cluster" in err, err
+
+
 def test_item13_unreachable_ray_address(tmp_path, corpus, capsys):
     from headseg.analysis.ray import probe_address
 
