@@ -31,8 +31,16 @@ class Inspection:
 
 def inspect_text(text: str, model=None, window: int = 0, max_tokens: int = 128, cosine: bool = False,
                  loaded=None, device: str | None = "cpu") -> Inspection:
-    """Every head's matrices on window ``window`` of ``text`` (torch backend: hooks on every head)."""
-    loaded = loaded or load_model(model)
+    """Every head's matrices on window ``window`` of ``text`` (torch backend: hooks on every head).
+
+    ``max_tokens`` (window size, special tokens included) must fit the model's
+    position table; it and ``window`` are checked before any weight is used.
+    """
+    loaded = loaded or load_model(model, weights=False)
+    limit = loaded.info.max_positions
+    if not 3 <= max_tokens <= limit:
+        raise InputError(f"max_tokens {max_tokens} is outside 3..{limit}, the window sizes of model "
+                         f"{loaded.info.name}")
     windows = windows_from_text(text, loaded.tokenizer, max_tokens=max_tokens)
     if not windows:
         raise InputError("the text has no tokens")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from .errors import HeadsegError, InputError
 
@@ -273,7 +274,8 @@ def _check_pseudo(target: Path, what: str) -> None:
                              + (" (use --out - for standard output)" if root == "/dev" else ""))
 
 
-def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--out") -> Path | None:
+def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--out", *,
+                      ours: Callable[[Path], bool] | None = None, force: bool = False) -> Path | None:
     """Refuse, before any work, an output file that cannot or must not be written.
 
     ``None`` or ``-`` (standard output) pass.  Refused with :class:`InputError`
@@ -282,7 +284,10 @@ def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--o
     directory, anything that is not a regular file, anything under ``/proc``,
     ``/sys`` or ``/dev``, and a location where no file can be created (checked
     by creating and removing a temporary file beside the target, as the atomic
-    write will).  Returns the path to write.
+    write will).  With ``ours`` (a test of whether an existing file is an output
+    headseg wrote), a non-empty file that fails it is refused unless ``force``:
+    headseg never overwrites what it did not write (an empty file holds nothing
+    to lose).  Returns the path to write.
     """
     if out is None or str(out) == STDOUT:
         return None
@@ -296,7 +301,99 @@ def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--o
         raise InputError(f"{what} {target}: exists and is not a regular file")
     _check_not_input(target, _input_stats(inputs), what)
     _probe_writable(target.parent, what, target)
+    if ours is not None and not force and _non_empty_file(target) and not ours(target):
+        raise InputError(f"{what} {target}: exists and is not an output of headseg; refusing to overwrite it "
+                         "(pass --force to replace it)")
     return target
+
+
+def _non_empty_file(p: Path) -> bool:
+    try:
+        return p.is_file() and p.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def read_start(path: str | os.PathLike, size: int = 65536) -> bytes:
+    """The first ``size`` bytes of ``path`` (b"" when it cannot be read): enough to tell what wrote a file."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(size)
+    except OSError:
+        return b""
+
+
+#: the lock file of an output ``F`` is ``.F`` + this, beside it (see :func:`output_lock`)
+LOCK_SUFFIX = ".headseg-lock"
+
+
+def lock_path(out: str | os.PathLike) -> Path:
+    """The lock file guarding the output ``out`` (a file or a folder): hidden, beside it."""
+    p = Path(out).expanduser()
+    return p.parent / f".{p.name}{LOCK_SUFFIX}"
+
+
+@contextlib.contextmanager
+def output_lock(out: str | os.PathLike | None, what: str = "--out") -> Iterator[None]:
+    """Hold an exclusive lock on the output ``out`` for the block; a second writer is refused at once.
+
+    ``None`` or ``-`` (standard output) take no lock.  The lock is a POSIX
+    ``flock`` on :func:`lock_path` (created with the output's folder if
+    needed): it dies with its process, so a killed run leaves no stale lock,
+    only an empty lock file that the next run takes over.  The file is removed
+    on release while still held; a process that opened it before the removal
+    sees that the path no longer names its file and opens it again.  Another
+    holder raises :class:`InputError` (exit 2) naming the output.
+    """
+    if out is None or str(out) == STDOUT:
+        yield
+        return
+    import fcntl
+
+    path = lock_path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{what} {out}: cannot create {path.parent} ({exc.strerror or exc})") from None
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise InputError(f"{what} {out}: cannot create its lock file {path} ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise InputError(f"{what} {out}: another headseg run is writing it (it holds {path.name}); "
+                             "wait for it to finish or pick another output") from None
+        try:
+            current = os.stat(path)
+        except FileNotFoundError:
+            current = None
+        if current is not None and _same_file(os.fstat(fd), current):
+            break
+        os.close(fd)  # the previous holder removed it between our open and our lock: take the new one
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def output_locks(outs, what: str = "--out") -> Iterator[None]:
+    """:func:`output_lock` on each of ``outs`` (None entries skipped) for the block."""
+    with contextlib.ExitStack() as stack:
+        for out in outs:
+            stack.enter_context(output_lock(out, what))
+        yield
+
+
+#: errno values that mean an output could not be written (disk full, quota, too large, I/O, read-only)
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
 
 
 def check_output_dir(out: str | os.PathLike, inputs=(), files=(), what: str = "--out") -> Path:

@@ -5,9 +5,34 @@ Ray is imported only when :func:`init_ray` is called, so nothing else needs the 
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from .errors import InputError
+
+#: seconds a cluster address has to accept a TCP connection before Ray is asked to join it
+#: (Ray 2.x itself retries an unreachable address for minutes)
+CONNECT_TIMEOUT = 5.0
+
+
+def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Refuse (:class:`InputError`) a ``HOST:PORT`` cluster address (``ray://`` too) that accepts no TCP
+    connection within ``timeout`` seconds.  ``auto``, ``local`` and addresses without a port are left to Ray."""
+    rest = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or address in ("auto", "local"):
+        return
+    try:
+        port_no = int(port)
+    except ValueError:
+        raise InputError(f"--address {address}: the port '{port}' is not a number") from None
+    host = host.strip("[]")  # [::1]:6379
+    try:
+        with socket.create_connection((host, port_no), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
+        raise InputError(f"--address {address}: cannot reach a Ray cluster there ({reason})") from None
 
 
 def init_ray(address: str | None, num_cpus: int | None = None):
@@ -18,6 +43,8 @@ def init_ray(address: str | None, num_cpus: int | None = None):
     worker logs on the driver.  A Ray that cannot be started or reached raises
     :class:`InputError`.
     """
+    if address:
+        probe_address(address)
     import ray
 
     if not ray.is_initialized():

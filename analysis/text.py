@@ -111,9 +111,14 @@ def tile_spans(text: str, spans) -> list[tuple[int, int]]:
     out: list[list[int]] = []
     pos = 0
     try:
-        pairs = [(int(a), int(b)) for a, b in spans]
+        pairs = [(a, b) for a, b in spans]
     except (TypeError, ValueError):
         raise InputError("sentence_splitter must return (start, end) pairs of integers") from None
+    for a, b in pairs:
+        # a float offset (1.0, or 2.7) is a splitter bug: rounding it would cut the text somewhere else
+        if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (a, b)):
+            raise InputError(f"sentence_splitter must return (start, end) pairs of integers, got ({a!r}, {b!r})")
+    pairs = [(int(a), int(b)) for a, b in pairs]
     for a, b in pairs:
         if not 0 <= a < b <= len(text):
             raise InputError(f"sentence_splitter returned span ({a}, {b}) outside the text or empty")

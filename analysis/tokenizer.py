@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import ModelError, first_line
+from .errors import InputError, ModelError, first_line
 from .io import read_json
 
 #: the files a model directory's tokenizer is read from (copied into ONNX artifacts)
@@ -87,8 +87,15 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ use
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """``ids [N]`` (int64) and ``offsets [N, 2]`` (character spans in ``text``), no special tokens."""
-        enc = self.backend.encode(text, add_special_tokens=False)
+        """``ids [N]`` (int64) and ``offsets [N, 2]`` (character spans in ``text``), no special tokens.
+
+        A text that is not valid Unicode (a lone surrogate) raises :class:`InputError`.
+        """
+        try:
+            enc = self.backend.encode(text, add_special_tokens=False)
+        except TypeError:
+            # the Rust tokenizer takes only valid Unicode: say why instead of its "must be str"
+            raise _not_unicode(text) from None
         ids = np.asarray(enc.ids, dtype=np.int64)
         offsets = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
         return ids, offsets
@@ -105,6 +112,18 @@ class Tokenizer:
         if self.pad_token_id is not None:
             cfg["pad_token"] = self.backend.id_to_token(int(self.pad_token_id))
         (d / "tokenizer_config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+
+
+def _not_unicode(text) -> InputError:
+    """The error for a text the tokenizer refused: not a str, or a str with a lone surrogate."""
+    if not isinstance(text, str):
+        return InputError(f"expected text as str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return InputError(f"the text is not valid Unicode: a lone surrogate U+{ord(text[exc.start]):04X} at "
+                          f"character {exc.start} (decode bytes with errors='replace', not 'surrogateescape')")
+    return InputError("the tokenizer refused the text")
 
 
 def _token_id(backend, token) -> int | None:

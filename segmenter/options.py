@@ -124,6 +124,9 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
         v = values.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
             raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
+    if values.get("segments") is not None and level != "topic":
+        # a number of segments means topic segments; units are as many as the text has
+        raise InputError(f"{label('segments')} goes with {label('level')} topic, not {level}")
     lo, hi = values.get("min_chars"), values.get("max_chars")
     if hi is not None and lo is not None and lo > hi:
         raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")

@@ -1,6 +1,8 @@
 """The ``headseg`` command line: one module per command, shared options in :mod:`.options`.
 
-Each command module exposes ``register(subparsers)`` and sets ``args.func``.
+Each command module exposes ``register(subparsers)`` and sets ``args.func``;
+one that defines ``check_args(args)`` has it run first, so argument errors
+are found (exit 2) before any model is loaded.
 Command modules import only what parsing needs; optional extras (export, tui,
 bench) are imported when the command runs, and a missing one is reported with
 the extra to install.  Every :class:`HeadsegError` becomes one line on stderr
@@ -10,10 +12,12 @@ and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
 from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import WRITE_ERRNOS
 
 from . import evaluate, export, inspect, segment, study, tui
 
@@ -46,7 +50,34 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in COMMANDS:
         mod.register(sub)
+        # A command's check_args(args) finds argument errors before anything is loaded; main() runs it first.
+        check = getattr(mod, "check_args", None)
+        if check is not None:
+            sub.choices[mod.__name__.rsplit(".", 1)[-1]].set_defaults(check=check)
     return parser
+
+
+#: what every line headseg writes on stderr starts with
+PREFIX = "headseg: "
+
+
+class _PrefixFormatter(logging.Formatter):
+    """``headseg: message`` for a log record, without doubling a prefix the message already has."""
+
+    def format(self, record) -> str:
+        msg = super().format(record)
+        return msg if msg.startswith(PREFIX) else PREFIX + msg
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's final flush of what could not be
+    written (a closed pipe, a full disk) does not print a traceback at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _configure_process() -> None:
@@ -61,15 +92,13 @@ def _configure_process() -> None:
         hf_logging = sys.modules["transformers"].utils.logging
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
-    import logging
-
     # onnxruntime's quantiser logs advice on the root logger.
     logging.getLogger().setLevel(logging.ERROR)
     log = logging.getLogger("headseg")
     log.setLevel(logging.INFO)
     if not any(getattr(h, "_headseg_cli", False) for h in log.handlers):
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("headseg: %(message)s"))
+        handler.setFormatter(_PrefixFormatter())
         handler._headseg_cli = True
         log.addHandler(handler)
 
@@ -78,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code.
 
     Errors of headseg and missing extras are one line on stderr with their
-    exit code; an interrupt exits 130, a closed output pipe quietly 0.
+    exit code; an interrupt exits 130, a closed output pipe quietly 0, an
+    output that cannot be written (disk full, quota, I/O error) one line and 1.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -87,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _configure_process()
     try:
+        check = getattr(args, "check", None)
+        if check is not None:
+            check(args)  # argument errors, before anything is loaded (exit 2)
         rc = args.func(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is found here, not at exit
     except HeadsegError as exc:
         print(f"headseg: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -103,9 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # Output piped into e.g. `head`: quietly stop.
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
+        _silence_stdout()
         return 0
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"headseg: error: cannot write the output: {where}{exc.strerror or exc}", file=sys.stderr)
+        _silence_stdout()
+        return 1
     return int(rc or 0)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 
-from headseg.analysis.errors import InputError
-from headseg.analysis.io import check_output_path
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import check_output_path, output_lock, read_start
 
-from headseg.segmenter.evaluation.harness import ResultStore, check_k_modes, evaluate, format_tables, load_datasets
+from headseg.segmenter.evaluation.harness import RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS
 from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods
 
@@ -27,21 +29,46 @@ def build_methods(names: list[str], args: argparse.Namespace) -> list:
     return [make_method(name, **{opt: getattr(args, opt) for opt in METHODS[name].options}) for name in names]
 
 
+def is_results_file(path) -> bool:
+    """Whether ``path`` is a results file of ``headseg evaluate --out`` (its ``format`` entry, written first)."""
+    return re.match(rb'\s*\{\s*"format":\s*"' + RESULTS_FORMAT.encode() + rb'"', read_start(path, 4096)) is not None
+
+
+def check_args(args: argparse.Namespace) -> list[str]:
+    """The methods to run, and every argument error, found before any data or model is loaded (exit 2)."""
+    try:
+        names = parse_methods(args.method)
+    except HeadsegError as exc:
+        raise InputError(f"--method: {exc}") from None
+    options.check_positive(args, "limit", "wiki_level")
+    options.check_input(args)
+    check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
+    if args.force and not args.out:
+        raise InputError("--force goes with --out")
+    return names
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``headseg evaluate``: score the methods on every data set, print the tables; returns the exit code."""
-    names = parse_methods(args.method)
-    if args.limit is not None and args.limit < 1:
-        raise InputError("--limit must be at least 1")
-    if args.wiki_level is not None and args.wiki_level < 1:
-        raise InputError("--wiki-level must be at least 1")
-    check_output_path(args.out, args.data)
+    names = check_args(args)
+    with output_lock(args.out):
+        return _evaluate(args, names)
+
+
+def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
+    """:func:`run` once ``--out`` is locked."""
+    if args.out and args.force and not is_results_file(args.out):
+        store = ResultStore()  # --force: a file that is not a results file is replaced, not read
+        store.path = Path(args.out)
+    else:
+        store = ResultStore(args.out)
     datasets = load_datasets(args.data, fmt=args.format, wiki_level=args.wiki_level, limit=args.limit,
                              encoding=args.encoding, max_bytes=args.max_bytes)
     methods = build_methods(names, args)
-    store = ResultStore(args.out)
     no_k = check_k_modes(methods, args.oracle_k)
     if no_k and not args.quiet:
-        print(f"note: {', '.join(no_k)} cannot be told the number of segments; run without it", file=sys.stderr)
+        print(f"headseg: note: {', '.join(no_k)} cannot be told the number of segments; run without it",
+              file=sys.stderr)
     summaries = evaluate(datasets, methods, oracle_k=args.oracle_k, store=store, quiet=args.quiet, redo=args.redo)
     if args.json:
         print(json.dumps([s.to_dict() for s in summaries], indent=2, ensure_ascii=False))
@@ -69,6 +96,7 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="RESULTS.json",
                    help="keep every per-document result here (rewritten as it goes; a re-run skips what is done)")
     p.add_argument("--redo", action="store_true", help="with --out: run the methods again even where results exist")
+    options.add_force(p)
     p.add_argument("--limit", type=int, metavar="N", help="at most N documents per data set")
     p.add_argument("--wiki-level", type=int, metavar="L", help="Wiki format: only sections of level <= L open segments")
     p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")

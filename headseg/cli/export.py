@@ -16,6 +16,24 @@ from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 from . import options
 
 
+def check_args(args) -> None:
+    """Flag conflicts and malformed ``--heads``, found before the model loads (exit 2).
+
+    (``headseg`` runs a command's ``check_args`` before its ``run``.)
+    """
+    from headseg.analysis.errors import InputError
+
+    if args.out and args.cache:
+        raise InputError("give either --out DIR or --cache, not both")
+    if args.heads is not None and args.profile:
+        raise InputError("give either --profile or --heads, not both")
+    if args.heads is not None:
+        try:
+            parse_heads(args.heads)
+        except HeadsegError as exc:
+            raise InputError(str(exc)) from None
+
+
 def parse_heads(spec: str) -> list[tuple[int, int]]:
     """``"5:0,5:7,2:3"`` → ``[(5, 0), (5, 7), (2, 3)]``."""
     out = []

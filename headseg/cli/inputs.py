@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import decode_text, read_text
@@ -64,42 +64,56 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
             continue
         path = Path(p)
         if path.is_dir():
-            found = []
-            for root, dirs, files in os.walk(path):
+            found, refused = [], []
+            for root, dirs, files in os.walk(path, onerror=refused.append):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 found.extend(os.path.join(root, f) for f in sorted(files)
                              if not f.startswith(".") and f.lower().endswith(wanted))
-            if not found:
+            # a folder that cannot be listed is reported as such, not as an empty one
+            missing.extend((exc.filename or p, _why(exc)) for exc in refused)
+            if not found and not refused:
                 missing.append((p, f"folder has no input files ({', '.join(wanted)})"))
-            sources.extend(Source(f, _kind_of(f, input_format)) for f in found)
+            for f in found:
+                if _readable(f, missing):
+                    sources.append(Source(f, _kind_of(f, input_format)))
         elif path.exists():
-            sources.append(Source(p, _kind_of(p, input_format)))
+            if _readable(p, missing):
+                sources.append(Source(p, _kind_of(p, input_format)))
         else:
             missing.append((p, "no such file"))
     return sources, missing
 
 
-def iter_documents(sources: list[Source], args,
-                   skip: Callable[[int, str], bool] | None = None) -> Iterator[tuple[int, str, Any]]:
+def _why(exc: OSError) -> str:
+    """The reason an input cannot be read, in the words of the other input errors."""
+    return "permission denied" if isinstance(exc, PermissionError) else f"cannot read ({exc.strerror or exc})"
+
+
+def _readable(path: str, missing: list[tuple[str, str]]) -> bool:
+    """Whether the file at ``path`` can be opened for reading; if not, ``(path, reason)`` joins ``missing``,
+    so an unreadable input is reported before any model is loaded."""
+    # access(), not a trial open: opening and closing a pipe (e.g. `<(cmd)`) would break its writer
+    if os.access(path, os.R_OK):
+        return True
+    missing.append((path, "permission denied"))
+    return False
+
+
+def iter_documents(sources: list[Source], args) -> Iterator[tuple[int, str, Any]]:
     """``(position, id, text)`` for every document of every source, lazily.
 
     ``text`` is an :class:`InputError` for a document that cannot be read (it is
-    reported, the others go on).  ``skip(position, id)`` returning True skips a
-    text file without reading it (``--resume``): its ``text`` is None.
+    reported, the others go on).
     """
     n = 0
     for src in sources:
         if src.kind == "text":
             name = "<stdin>" if src.path == "-" else src.path
-            if skip is not None and skip(n, name):
-                yield n, name, None
-            else:
-                try:
-                    text: Any = read_text(src.path, encoding=args.encoding, max_bytes=args.max_bytes,
-                                          allow_empty=True)
-                except HeadsegError as exc:
-                    text = exc
-                yield n, name, text
+            try:
+                text: Any = read_text(src.path, encoding=args.encoding, max_bytes=args.max_bytes, allow_empty=True)
+            except HeadsegError as exc:
+                text = exc
+            yield n, name, text
             n += 1
         elif src.kind == "jsonl":
             for doc_id, text in _iter_jsonl(src.path, args):

@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import atomic_save_npz, check_output_path, read_text
+from headseg.analysis.errors import InputError
+from headseg.analysis.io import atomic_save_npz, check_output_path, output_lock, read_text
 from headseg.analysis.model import load_model
 from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.inspect import inspect_text, summarise
@@ -25,14 +25,45 @@ def _looks_like_file(arg: str) -> bool:
     return not any(c.isspace() for c in arg) and ("/" in arg or os.sep in arg or re.search(r"\.[A-Za-z]\w{0,4}$", arg) is not None)
 
 
+#: what ``--save`` writes (and how an earlier save is recognised, so that it may be replaced)
+SAVED_ARRAYS = ("Z", "S", "A", "fnorm", "norm_attention", "tokens", "offsets", "special", "sentence_ids",
+                "fingerprint", "model")
+
+
+def is_saved_inspection(path) -> bool:
+    """Whether ``path`` is an ``inspect --save`` file: a NumPy ``.npz`` holding exactly :data:`SAVED_ARRAYS`."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return sorted(zf.namelist()) == sorted(f"{name}.npy" for name in SAVED_ARRAYS)
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def check_args(args) -> None:
-    """Argument errors and an unwritable --save, found before the model loads (exit 2)."""
+    """Argument errors, an unwritable --save, and a layer, head or window size the model does not have,
+    found before the model's weights load (exit 2)."""
     if args.top < 1:
         raise InputError(f"--top must be at least 1 (got {args.top})")
     if args.window < 0:
         raise InputError(f"--window must be at least 0 (got {args.window})")
+    if args.max_tokens < 3:
+        raise InputError(f"--max-tokens must be at least 3 (got {args.max_tokens})")
+    options.check_input(args)
     inputs = [args.input] if args.input != "-" and os.path.exists(args.input) else []
-    check_output_path(args.save, inputs, what="--save")
+    check_output_path(args.save, inputs, what="--save", ours=is_saved_inspection, force=args.force)
+    if args.force and not args.save:
+        raise InputError("--force goes with --save")
+    # the model's shape from its config.json: a bad --layer or --head costs no weight loading
+    layers, heads, max_positions = options.model_limits(args.model)
+    if not -layers <= args.layer < layers:
+        raise InputError(f"--layer {args.layer} is out of range: the model has layers 0..{layers - 1} "
+                         f"(or -1..-{layers} from the last)")
+    if not 0 <= args.head < heads:
+        raise InputError(f"--head {args.head} is out of range: the model has heads 0..{heads - 1}")
+    if args.max_tokens > max_positions:
+        raise InputError(f"--max-tokens {args.max_tokens} is over the model's limit of {max_positions} tokens")
 
 
 def run(args) -> int:
@@ -46,16 +77,19 @@ def run(args) -> int:
         text = args.input
         if not text.strip():
             raise InputError("empty input text")
+    with output_lock(args.save, what="--save"):
+        return _inspect(args, text)
+
+
+def _inspect(args, text: str) -> int:
+    """:func:`run` once the text is read and ``--save`` is locked."""
     loaded = load_model(args.model)
     info = loaded.info
-    if not 0 <= args.layer < info.num_layers:
-        raise HeadsegError(f"--layer {args.layer} is out of range: the model has layers 0..{info.num_layers - 1}")
-    if not 0 <= args.head < info.num_heads:
-        raise HeadsegError(f"--head {args.head} is out of range: the model has heads 0..{info.num_heads - 1}")
+    layer = args.layer % info.num_layers  # checked by check_args: -1 is the last layer
     ins = inspect_text(text, window=args.window, max_tokens=args.max_tokens, cosine=args.cosine, loaded=loaded,
                        device=args.device)
     w = ins.window
-    s = ins.s[args.layer, args.head]
+    s = ins.s[layer, args.head]
     summary = summarise(s, w, args.top)
     if args.json:
         out = {
@@ -63,7 +97,7 @@ def run(args) -> int:
             "fingerprint": info.fingerprint,
             "window": w.index,
             "windows": ins.n_windows,
-            "layer": args.layer,
+            "layer": layer,
             "head": args.head,
             "similarity": "cosine" if args.cosine else "dot",
             "tokens": [{"i": i, "token": tok, "start": int(a), "end": int(b), "special": bool(sp), "sentence": int(sid)}
@@ -78,7 +112,7 @@ def run(args) -> int:
               f"{len(w)} tokens, chars {w.start_char}-{w.end_char}")
         print("tokens:")
         print("  " + " ".join(f"{i}:{tok}" for i, tok in enumerate(w.tokens)))
-        print(f"context similarity S = Z Zᵀ ({kind}, diagonal zeroed), layer {args.layer} head {args.head}:")
+        print(f"context similarity S = Z Zᵀ ({kind}, diagonal zeroed), layer {layer} head {args.head}:")
         print(f"  off-diagonal min {summary['min']:.4g}  max {summary['max']:.4g}  "
               f"mean {summary['mean']:.4g}  std {summary['std']:.4g}")
         print(f"  top-{args.top} pairs: mean distance {summary['mean_distance_top']:.1f} tokens "
@@ -111,7 +145,7 @@ def register(sub) -> None:
                        description="Print the tokens, the context similarity matrix summary and the most similar "
                                    "token pairs for one head; --save writes Z, S, A and norms for all heads.")
     p.add_argument("input", metavar="TEXT|FILE", help="text, or a path to a text file ('-' for stdin)")
-    p.add_argument("--layer", type=int, default=-1, help="layer (default: last)")
+    p.add_argument("--layer", type=int, default=-1, help="layer, from 0, or from the last: -1 (default)")
     p.add_argument("--head", type=int, default=0)
     options.add_model(p)
     options.add_device(p)
@@ -121,12 +155,6 @@ def register(sub) -> None:
     p.add_argument("--cosine", action="store_true", help="cosine instead of the paper's dot product")
     p.add_argument("--save", metavar="OUT.npz", help="write Z, S, A, norms for all heads")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    options.add_force(p, "--save")
     options.add_input(p)
-
-    def _run(args):
-        check_args(args)
-        if args.layer < 0:
-            args.layer = load_model(args.model).info.num_layers + args.layer
-        return run(args)
-
-    p.set_defaults(func=_run)
+    p.set_defaults(func=run)

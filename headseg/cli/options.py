@@ -8,7 +8,10 @@ The segmentation options (``--level``, ``--max-chars``...) are declared by
 from __future__ import annotations
 
 import argparse
+import codecs
+import math
 
+from headseg.analysis.errors import InputError
 from headseg.analysis.io import DEFAULT_MAX_BYTES
 from headseg.export.artifact import PRECISIONS
 from headseg.export.backends import backend_help, backend_names
@@ -57,3 +60,50 @@ def add_input(p: argparse.ArgumentParser) -> None:
 def add_quiet(p: argparse.ArgumentParser, help: str = "no progress bar or notes on stderr") -> None:
     """``--quiet``: no progress or notes on stderr (errors are still reported)."""
     p.add_argument("--quiet", action="store_true", help=help)
+
+
+def add_force(p: argparse.ArgumentParser, what: str = "--out") -> None:
+    """``--force``: replace an existing output file that headseg did not write (refused otherwise)."""
+    p.add_argument("--force", action="store_true",
+                   help=f"replace an existing {what} file that is not a headseg output (refused otherwise)")
+
+
+def check_input(args: argparse.Namespace) -> None:
+    """``--encoding`` must name a text codec and ``--max-bytes`` be positive (:class:`InputError` otherwise)."""
+    try:
+        if not codecs.lookup(args.encoding)._is_text_encoding:
+            raise LookupError
+    except LookupError:
+        raise InputError(f"--encoding: unknown text encoding '{args.encoding}'") from None
+    if args.max_bytes < 1:
+        raise InputError(f"--max-bytes must be at least 1 (got {args.max_bytes})")
+
+
+def check_positive(args: argparse.Namespace, *names: str, minimum: int = 1) -> None:
+    """Each integer flag ``names`` (attribute names) that is set must be at least ``minimum``."""
+    for name in names:
+        v = getattr(args, name)
+        if v is not None and v < minimum:
+            raise InputError(f"--{name.replace('_', '-')} must be at least {minimum} (got {v})")
+
+
+def check_finite(args: argparse.Namespace, *names: str) -> None:
+    """Each float flag ``names`` (attribute names) that is set must be a finite number (no nan, no inf)."""
+    for name in names:
+        v = getattr(args, name)
+        if v is not None and not math.isfinite(v):
+            raise InputError(f"--{name.replace('_', '-')} must be a finite number (got {v})")
+
+
+def model_limits(model: str | None) -> tuple[int, int, int]:
+    """``(layers, heads, max_positions)`` of ``--model`` from its ``config.json`` alone: no weights, no torch.
+
+    A model that cannot be found or is not a supported encoder raises
+    :class:`~headseg.analysis.errors.ModelError` (exit 3).  ``max_positions``
+    is the position table's size (RoBERTa's reserved positions taken off).
+    """
+    from headseg.analysis.model import _max_positions, read_config, resolve_model_path
+
+    path, name = resolve_model_path(model)
+    cfg = read_config(path, name)
+    return cfg["num_hidden_layers"], cfg["num_attention_heads"], _max_positions(cfg, None)

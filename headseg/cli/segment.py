@@ -9,13 +9,24 @@ by the corpus.
 ``--format jsonl --out FILE`` appends to FILE directly, one ``write`` per batch
 followed by ``fsync``, and keeps a journal ``FILE.journal``: its first line
 records the settings, then one line per finished document (its position in the
-input, its id, and FILE's size after it), written and synced only after the
-batch's records are durable.  ``--resume`` truncates FILE to the journal's last
-size (dropping whatever a killed run left after it), skips the journaled
-documents and appends the rest, so an interrupted run loses at most the batch
-in flight.  The journal is removed when every document is done; documents that
-failed keep it, and ``--resume`` retries them.  Other formats with ``--out``
-are written to a temporary file beside the target and renamed at the end.
+input, its id, a digest of its text, and FILE's size after it), written and
+synced only after the batch's records are durable.  ``--resume`` checks every
+journaled document against the input (same id, same text digest: a changed
+input is refused, exit 2, before the model loads), truncates FILE to the
+journal's last size (dropping whatever a killed run left after it), skips the
+journaled documents and appends the rest, so an interrupted run loses at most
+the batch in flight.  The journal is removed when every document is done;
+documents that failed keep it, and ``--resume`` retries them.  ``--resume`` of
+a FILE without a journal is a finished run (nothing to do) only when FILE is
+a headseg JSONL output (:func:`.sinks.is_segment_output`: its first line is a
+record with exactly the record fields); any other file is refused (exit 2).
+Other formats with ``--out`` are written to a temporary file beside the target
+and renamed at the end.
+
+Every ``--out`` is held under an exclusive lock for the run
+(:func:`headseg.analysis.io.output_lock`): a second run writing the same file
+is refused (exit 2) before it loads the model.  An existing ``--out`` that is
+not a headseg output (of any format) is not overwritten unless ``--force``.
 
 The inputs are read by :mod:`.inputs`, the outputs written by :mod:`.sinks`,
 and ``--engine ray`` runs in :mod:`.segment_ray`; this module is the command.
@@ -23,11 +34,14 @@ and ``--engine ray`` runs in :mod:`.segment_ray`; this module is the command.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, Callable, Iterator
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.io import output_lock
+from headseg.analysis.ray import probe_address
 from headseg.analysis.memory import release_memory
 from headseg.analysis.progress import progress_bar
 
@@ -36,7 +50,8 @@ from headseg.segmenter.options import SegmentOptions, add_option_flags
 
 from . import options
 from .inputs import Source, expand_inputs, iter_documents
-from .sinks import JournalSink, ParquetSink, Sink, StreamSink, check_output, read_journal
+from .sinks import (JournalSink, ParquetSink, Sink, StreamSink, check_output, document_digest, is_segment_output,
+                    read_journal)
 
 #: what a resumed run must share with the interrupted one besides the segmentation options and the inputs
 RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precision", "input_format", "text_field",
@@ -47,13 +62,19 @@ def run(args) -> int:
     """``headseg segment``: returns the exit code (1 if any input or document failed)."""
     opts = check_args(args)
     sources, missing = find_inputs(args)
+    with output_lock(args.out if writes_file(args) else None):
+        return _run_locked(args, opts, sources, missing)
+
+
+def _run_locked(args, opts: SegmentOptions, sources: list[Source], missing: list[tuple[str, str]]) -> int:
+    """:func:`run` once ``--out`` is locked: the resume checks, the model, the documents."""
     failed = report_missing(missing)
     if args.engine == "ray":
         from .segment_ray import segment_corpus_ray
 
         return segment_corpus_ray(args, opts, sources, failed)
     settings = settings_of(args, opts, sources)
-    if args.resume and not check_resume(args, settings):
+    if args.resume and not check_resume(args, settings, sources):
         return 1 if failed else 0
     segmenter = load_segmenter(args)
     sink = open_sink(args, settings, single=len(sources) == 1 and not missing and sources[0].kind == "text")
@@ -61,7 +82,7 @@ def run(args) -> int:
     skip = resume_skip(done)
     ok = False
     try:
-        failed += segment_into(sink, segmenter, opts, _pending(iter_documents(sources, args, skip), skip), args,
+        failed += segment_into(sink, segmenter, opts, _pending(iter_documents(sources, args), skip), args,
                                total=len(sources) if all(s.kind == "text" for s in sources) else None,
                                resumed=len(done))
         ok = True
@@ -84,12 +105,14 @@ def journaled(args) -> bool:
 def check_args(args) -> SegmentOptions:
     """The segmentation options, and every argument error, found before anything is loaded (exit 2)."""
     opts = SegmentOptions.from_args(args)
-    for name in ("batch_size", "docs_per_batch", "max_bytes", "workers", "threads"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be at least 1 (got {v})")
-    if args.gpus_per_worker is not None and not args.gpus_per_worker >= 0:
+    options.check_positive(args, "batch_size", "docs_per_batch", "workers", "threads")
+    options.check_input(args)
+    if args.gpus_per_worker is not None and not (math.isfinite(args.gpus_per_worker) and args.gpus_per_worker >= 0):
         raise InputError(f"--gpus-per-worker must be at least 0 (got {args.gpus_per_worker})")
+    if args.artifact is not None and args.backend == "torch":
+        raise InputError("--artifact is served by the ONNX engine: it does not go with --backend torch")
+    if args.force and not writes_file(args):
+        raise InputError("--force goes with --out FILE")
     if args.resume and not journaled(args):
         raise InputError("--resume needs --format jsonl and --out FILE")
     if args.format == "parquet" and not writes_file(args):
@@ -99,6 +122,8 @@ def check_args(args) -> SegmentOptions:
             raise InputError("--engine ray needs --format jsonl or parquet and --out FILE")
         if args.resume:
             raise InputError("--resume is for the local engine; the ray engine rewrites --out")
+        if args.address:
+            probe_address(args.address)  # an unreachable cluster: one line now, not Ray retrying for minutes
     elif args.address or args.workers or args.gpus_per_worker:
         raise InputError("--address, --workers and --gpus-per-worker go with --engine ray")
     return opts
@@ -110,7 +135,8 @@ def find_inputs(args) -> tuple[list[Source], list[tuple[str, str]]]:
     if not sources and len(args.files) == 1 and missing:
         raise InputError(f"{missing[0][0]}: {missing[0][1]}")
     if writes_file(args):
-        check_output(args.out, sources, journaled(args))
+        # --resume appends to its own output: what it may resume is judged by check_resume
+        check_output(args.out, sources, journaled(args), force=args.force or args.resume)
     return sources, missing
 
 
@@ -129,17 +155,28 @@ def settings_of(args, opts: SegmentOptions, sources: list[Source]) -> dict:
     return out
 
 
-def check_resume(args, settings: dict) -> bool:
-    """``--resume``: False when ``--out`` has no journal (the run that wrote it finished: nothing to do).
-    A journal of other settings is refused here, before the model is loaded."""
+def check_resume(args, settings: dict, sources: list[Source]) -> bool:
+    """``--resume``, before the model is loaded: False when ``--out`` is a finished headseg output (no journal:
+    nothing to do).  Refused (exit 2): a file without a journal that headseg did not write, a journal of other
+    settings, and inputs that changed since the journaled documents were written."""
     journal = args.out + ".journal"
     if os.path.exists(args.out) and not os.path.exists(journal):
+        if not is_segment_output(args.out, "jsonl"):
+            raise InputError(f"--resume: {args.out} has no journal and is not a headseg JSONL output; "
+                             "nothing to resume (run without --resume to write it)")
         if not args.quiet:
             print(f"headseg: {args.out} has no journal: the run that wrote it finished; nothing to resume",
                   file=sys.stderr)
         return False
     if os.path.exists(journal):
-        read_journal(journal, settings)
+        done = read_journal(journal, settings)[0]
+        # stdin can be read once: its documents are checked as they are read
+        if done and all(s.path != "-" for s in sources):
+            last = max(done)
+            for n, doc_id, text in iter_documents(sources, args):
+                if n > last:
+                    break
+                resume_skip(done)(n, doc_id, text)
     return True
 
 
@@ -167,23 +204,28 @@ def open_sink(args, settings: dict, single: bool) -> Sink:
     return StreamSink(args.format, single and args.format != "jsonl", args.out if writes_file(args) else None)
 
 
-def resume_skip(done: dict[int, str]) -> Callable[[int, str], bool]:
-    """``skip(position, id)``: True for a document the interrupted run finished; refuses changed inputs."""
-    def skip(n: int, doc_id: str) -> bool:
+def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], bool]:
+    """``skip(position, id, text)``: True for a document the interrupted run finished (``done``: position ->
+    (id, digest of its text) from the journal); a document whose id or text changed is refused (exit 2)."""
+    def skip(n: int, doc_id: str, text: Any) -> bool:
         if n not in done:
             return False
-        if done[n] != doc_id:
-            raise InputError(f"--resume: input {n + 1} is '{doc_id}', the interrupted run had '{done[n]}'; "
+        old_id, old_digest = done[n]
+        if old_id != doc_id:
+            raise InputError(f"--resume: input {n + 1} is '{doc_id}', the interrupted run had '{old_id}'; "
                              "the inputs changed: run without --resume")
+        if not isinstance(text, str) or document_digest(text) != old_digest:
+            raise InputError(f"--resume: {doc_id} changed since the interrupted run segmented it; "
+                             "run without --resume to start over")
         return True
 
     return skip
 
 
 def _pending(docs, skip) -> Iterator[tuple[int, str, Any]]:
-    """Documents not skipped by ``--resume`` (text files are not even read; JSONL records are checked here)."""
+    """Documents not skipped by ``--resume`` (each journaled one checked against its digest)."""
     for n, doc_id, text in docs:
-        if text is None or skip(n, doc_id):
+        if skip(n, doc_id, text):
             continue
         yield n, doc_id, text
 
@@ -258,7 +300,9 @@ def register(sub) -> None:
                    help="write here instead of stdout ('-' = stdout); jsonl is appended batch by batch with a "
                         "journal, other formats are written atomically")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted --format jsonl --out FILE run: skip the documents it finished")
+                   help="continue an interrupted --format jsonl --out FILE run: skip the documents it finished "
+                        "(refused if they changed since)")
+    options.add_force(p)
     p.add_argument("--threads", type=int, default=None,
                    help="local engine: intra-op threads of the model (default: one per core)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",

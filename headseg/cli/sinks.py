@@ -14,8 +14,10 @@ end with :meth:`Sink.close`, which keeps the output only if the run went well.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import textwrap
@@ -23,13 +25,14 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import check_output_path
+from headseg.analysis.io import check_output_path, read_start
 from headseg.analysis.segments import RECORD_FIELDS, Segmentation
 
 from .inputs import Source
 
 #: the journal's format; a journal of another version is refused by ``--resume``
-JOURNAL_VERSION = 1
+#: (2: each entry carries the digest of its document's text)
+JOURNAL_VERSION = 2
 
 #: one segmented document: its position in the input, its id and its segmentation
 Doc = tuple[int, str, Segmentation]
@@ -63,9 +66,50 @@ def jsonl(rows: Sequence[dict]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
-def check_output(out: str, sources: list[Source], direct: bool) -> None:
-    """Refuse an output that is an input (same file, hard link, symlink) or cannot be written, before any work."""
-    check_output_path(out, [s.path for s in sources if s.path != "-" and "://" not in s.path])
+def document_digest(text: str) -> str:
+    """The digest a journal keeps of a document's text, so ``--resume`` can tell that it changed."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+#: how each output format of ``headseg segment`` begins (JSON: an array of records, or one record)
+_TEXT_START = re.compile(rb"(##### |----- segment 1/)")
+_JSON_START = re.compile(rb'\s*(\[\s*(\]|\{\s*"document":)|\{\s*"document":)')
+
+
+def is_segment_output(path: str | os.PathLike, fmt: str | None = None) -> bool:
+    """Whether the file at ``path`` is an output of ``headseg segment`` (in ``fmt``, or in any format).
+
+    Told from how it begins: text output opens with a ``#####`` document header or
+    the first segment's ``-----`` line, JSON with an array of records or one
+    record (``"document"`` first), JSONL with a record whose fields are exactly
+    :data:`RECORD_FIELDS` in order, Parquet with the ``PAR1`` mark and those
+    columns.  A user's file could imitate one; no user's file is one by accident.
+    """
+    head = read_start(path)
+    if fmt in (None, "parquet") and head.startswith(b"PAR1"):
+        try:
+            import pyarrow.parquet as pq
+
+            return tuple(pq.read_schema(path).names) == RECORD_FIELDS
+        except Exception:  # noqa: BLE001 - unreadable, or no pyarrow: not ours to overwrite
+            return False
+    if fmt in (None, "jsonl"):
+        try:
+            first = json.loads(head.split(b"\n", 1)[0])
+            if isinstance(first, dict) and tuple(first) == RECORD_FIELDS:
+                return True
+        except ValueError:
+            pass
+    if fmt in (None, "json") and _JSON_START.match(head):
+        return True
+    return fmt in (None, "text") and _TEXT_START.match(head) is not None
+
+
+def check_output(out: str, sources: list[Source], direct: bool, force: bool = False) -> None:
+    """Refuse, before any work, an output that is an input (same file, hard link, symlink), cannot be written,
+    or is an existing file that headseg did not write (unless ``force``)."""
+    check_output_path(out, [s.path for s in sources if s.path != "-" and "://" not in s.path],
+                      ours=is_segment_output, force=force)
     if direct and os.path.exists(out) and not os.access(out, os.W_OK):
         raise InputError(f"--out {out}: permission denied")
 
@@ -183,9 +227,10 @@ class ParquetSink:
             os.unlink(self.tmp)
 
 
-def read_journal(journal: str, settings: dict) -> tuple[dict[int, str], int, int]:
-    """``(done, end, valid)``: finished documents by input position, the output size they fill, and the
-    journal's length in bytes up to its last whole entry.  Refuses other settings than ``settings``."""
+def read_journal(journal: str, settings: dict) -> tuple[dict[int, tuple[str, str]], int, int]:
+    """``(done, end, valid)``: finished documents by input position (their id and text digest), the output
+    size they fill, and the journal's length in bytes up to its last whole entry.  Refuses other settings
+    than ``settings``."""
     with open(journal, "rb") as fh:
         data = fh.read()
     lines = data.split(b"\n")
@@ -202,16 +247,16 @@ def read_journal(journal: str, settings: dict) -> tuple[dict[int, str], int, int
         k = diff[0]
         raise InputError(f"--resume: the interrupted run used {k} = {old.get(k)!r}, this one {settings.get(k)!r}; "
                          "use the same settings, or run without --resume to start over")
-    done: dict[int, str] = {}
+    done: dict[int, tuple[str, str]] = {}
     end, valid = 0, len(lines[0]) + 1
     # the last line may be torn by a kill: only whole, valid lines count
     for raw in lines[1:-1]:
         try:
             entry = json.loads(raw)
-            n, doc, e = int(entry["n"]), str(entry["document"]), int(entry["end"])
+            n, doc, e, digest = int(entry["n"]), str(entry["document"]), int(entry["end"]), str(entry["digest"])
         except (ValueError, KeyError, TypeError):
             break
-        done[n] = doc
+        done[n] = (doc, digest)
         end = max(end, e)
         valid += len(raw) + 1
     return done, end, valid
@@ -221,13 +266,13 @@ class JournalSink:
     """JSONL appended to ``--out`` batch by batch, with the journal that makes ``--resume`` exact.
 
     ``done`` holds the documents an interrupted run finished (input position ->
-    id), read from the journal when resuming; they are skipped.
+    (id, digest of the text)), read from the journal when resuming; they are skipped.
     """
 
     def __init__(self, out: str, settings: dict, resume: bool):
         self.out = out
         self.journal = out + ".journal"
-        self.done: dict[int, str] = {}
+        self.done: dict[int, tuple[str, str]] = {}
         if resume and os.path.exists(self.journal):
             self.done, end, journal_valid = read_journal(self.journal, settings)
             size = os.path.getsize(out) if os.path.exists(out) else 0
@@ -262,8 +307,9 @@ class JournalSink:
         """Append the batch's records, then journal its documents once the records are durable."""
         self.write_records(batch_records(docs))
         end = os.lseek(self.fd, 0, os.SEEK_END)
-        self._append(self.jfd, "".join(json.dumps({"n": n, "document": doc_id, "end": end}, ensure_ascii=False) + "\n"
-                                       for n, doc_id, _ in docs))
+        self._append(self.jfd, "".join(json.dumps({"n": n, "document": doc_id, "digest": document_digest(seg.text),
+                                                   "end": end}, ensure_ascii=False) + "\n"
+                                       for n, doc_id, seg in docs))
         os.fsync(self.jfd)
 
     def close(self, ok: bool = True) -> None:

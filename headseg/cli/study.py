@@ -7,7 +7,8 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headseg.analysis.io import check_output_dir
+from headseg.analysis.io import check_output_dir, output_lock
+from headseg.analysis.ray import probe_address
 from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
@@ -35,18 +36,38 @@ def study_config(args) -> StudyConfig:
     return StudyConfig(**values)
 
 
-def run(args) -> int:
-    """``headseg study``: run (or resume, or report from the checkpoint) and print a summary; returns the exit code."""
+def check_args(args) -> StudyConfig:
+    """The study's settings, and every argument error, found before the model loads (exit 2)."""
     cfg = study_config(args)
-    # Everything that can be refused without the model is refused before the ~10 s load.
+    options.check_finite(args, "top_fraction", "attention_threshold")
+    options.check_input(args)
+    options.check_positive(args, "workers", "stop_after_batches")
+    if args.engine == "ray" and (args.report_only or args.stop_after_batches is not None):
+        raise InputError("--report-only and --stop-after-batches are for the local engine")
+    if args.engine != "ray" and (args.address or args.workers):
+        raise InputError("--address and --workers go with --engine ray")
+    if args.engine == "ray" and args.address:
+        probe_address(args.address)  # an unreachable cluster: one line now, not Ray retrying for minutes
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
+    # the model's window limit from its config.json: a bad --seq-len costs no weight loading
+    cfg.validate(options.model_limits(args.model)[2])
+    return cfg
+
+
+def run(args) -> int:
+    """``headseg study``: run (or resume, or report from the checkpoint) and print a summary; returns the exit code."""
+    cfg = check_args(args)
+    with output_lock(args.out):
+        return _study(args, cfg)
+
+
+def _study(args, cfg: StudyConfig) -> int:
+    """:func:`run` once ``--out`` is locked."""
     loaded = load_model(args.model)
     if args.engine == "ray":
         from headseg.analysis.study.distributed import run_study_ray
 
-        if args.report_only or args.stop_after_batches is not None:
-            raise InputError("--report-only and --stop-after-batches are for the local engine")
         report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address)
     elif args.report_only:
         cfg.resume = True

@@ -209,9 +209,10 @@ def test_make_backend_refuses_artifact_lacking_profile_heads(tiny_bert, monkeypa
 
 
 @pytest.mark.parametrize("argv,code,match", [
-    (["--heads", "2-1"], 1, "not LAYER:HEAD"),
+    # bad flags exit 2, before the model loads (issue 23)
+    (["--heads", "2-1"], 2, "not LAYER:HEAD"),
     (["--heads", "7:0"], ProfileError.exit_code, "does not have"),
-    (["--heads", "1:1", "--out", "X", "--cache"], 1, "either --out DIR or --cache"),
+    (["--heads", "1:1", "--out", "X", "--cache"], 2, "either --out DIR or --cache"),
 ])
 def test_cli_bad_input(model_dir, tmp_path, capsys, argv, code, match):
     from headseg.cli import main

@@ -151,7 +151,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "missing"), "--method", "even"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("headseg: error: ") and "no such file" in err and err.count("\n") == 1
-    assert main(["evaluate", str(FIX / "choi_dir"), "--method", "even,magic"]) == 1
+    assert main(["evaluate", str(FIX / "choi_dir"), "--method", "even,magic"]) == 2  # a bad flag (issue 23)
     assert "unknown method 'magic'" in capsys.readouterr().err
     assert main(["evaluate", str(FIX / "wiki_bad.txt"), "--method", "even"]) == 2
     assert "wiki_bad.txt:3: malformed section header" in capsys.readouterr().err
