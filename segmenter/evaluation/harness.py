@@ -260,7 +260,7 @@ def signature_diff(old, new, prefix: str = "") -> list[str]:
 def _warn_stale(name: str, old: dict | None, new: dict | None) -> None:
     what = ", ".join(signature_diff(old, new)[:6]) if old else "no recorded settings (older results file)"
     logging.getLogger("headseg").warning(
-        "headseg: note: stored results of %s were made with different settings (%s); recomputing them", name, what)
+        "note: stored results of %s were made with different settings (%s); recomputing them", name, what)
 
 
 def summarise(store: ResultStore, datasets: Sequence[Dataset] | None, methods: Sequence[str],

@@ -24,8 +24,13 @@ SIZE = (120, 36)
 
 
 async def settle(pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
+    # A finished worker may start the next one (document, then marks) through a message: wait
+    # until a pause leaves no worker pending or running, so a loaded machine cannot race the test.
+    for _ in range(100):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.state.name in ("PENDING", "RUNNING") for w in pilot.app.workers):
+            break
 
 
 async def press(pilot, *keys: str) -> None:
