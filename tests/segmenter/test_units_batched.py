@@ -118,24 +118,8 @@ def test_batched_all_commit_equals_sequential_from_the_start(seg, monkeypatch):
     assert sum(map(len, got)) > 0 and sum(map(len, first)) > 0
 
 
-def test_units_tile_and_batches_across_stretches(seg, monkeypatch):
-    calls = []
-    real = Segmenter.capture
-
-    def counting(self, windows, heads=None):
-        calls.append(len(windows))
-        return real(self, windows, heads)
-
-    monkeypatch.setattr(Segmenter, "capture", counting)
-    text = ". ".join(_unpunctuated(150, s) for s in range(4))
-    spans = seg.units(text, mode="auto")
-    assert "".join(text[a:b] for a, b in spans) == text
-    assert spans[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
-    # several windows share each model call (the sequential decoder made one call per unit)
-    assert max(calls) > 1 and len(calls) < len(spans)
-
-
-def _detector_windows(seg, monkeypatch, text):
+def _units_counting_windows(seg, monkeypatch, text):
+    """``seg.units(text)`` (checked to tile ``text``) and the size of every model call it made."""
     calls = []
     real = Segmenter.capture
 
@@ -147,7 +131,15 @@ def _detector_windows(seg, monkeypatch, text):
     spans = seg.units(text, mode="auto")
     monkeypatch.setattr(Segmenter, "capture", real)
     assert "".join(text[a:b] for a, b in spans) == text
-    return sum(calls), spans
+    assert spans[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
+    return calls, spans
+
+
+def test_units_tile_and_batches_across_stretches(seg, monkeypatch):
+    text = ". ".join(_unpunctuated(150, s) for s in range(4))
+    calls, spans = _units_counting_windows(seg, monkeypatch, text)
+    # several windows share each model call (the sequential decoder made one call per unit)
+    assert max(calls) > 1 and len(calls) < len(spans)
 
 
 @pytest.mark.slow
@@ -157,8 +149,9 @@ def test_item14_repeated_word_costs_linear_work(embedded, monkeypatch):
     # and every window without a clear peak cut a min_tokens unit.  Now a decoder joins the next
     # one's chain JOIN_TOKENS past its start, and such a window cuts in its second half.
     seg = Segmenter(model=embedded, backend="torch")
-    small, _ = _detector_windows(seg, monkeypatch, "word " * 1000)
-    large, spans = _detector_windows(seg, monkeypatch, "word " * 4000)
+    small = sum(_units_counting_windows(seg, monkeypatch, "word " * 1000)[0])
+    calls, spans = _units_counting_windows(seg, monkeypatch, "word " * 4000)
+    large = sum(calls)
     assert large <= 4.6 * small
     assert large <= 4000 / 16  # at most one 64-token window per 16 tokens (it was one per 4)
     assert np.median([b - a for a, b in spans]) >= 5 * 32  # units of half a window or more ("word " = 1 token)
