@@ -91,5 +91,8 @@ def run(args) -> int:
     # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                                            timeout_graceful_shutdown=None, server_header=False))
-    server.run()
+    try:
+        server.run()
+    finally:
+        engine.close()
     return 0

@@ -63,8 +63,10 @@ def error(status: int, reason: str, headers: dict | None = None) -> JSONResponse
 
 
 def create_app(config: ServeConfig | None = None, engine: Engine | None = None) -> FastAPI:
-    """The service over ``engine`` (started already), or over one made from ``config`` and started in the
-    background at start-up (``/readyz`` answers 503 until it is warm)."""
+    """The service over ``engine`` (started already, and left open at shutdown), or over one made from
+    ``config``, started in the background at start-up (``/readyz`` answers 503 until it is warm) and
+    closed at shutdown."""
+    owned = engine is None  # an engine passed in outlives the app (the caller closes it)
     engine = engine or Engine(config or ServeConfig())
     config = engine.config
     key = config.api_key.encode("utf-8") if config.api_key else None
@@ -72,15 +74,16 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         loading = None
-        if engine.runner is None:
+        if owned:
             loading = asyncio.get_running_loop().run_in_executor(None, _start_quietly, engine)
         try:
             yield
         finally:
-            engine.closing = True
-            if loading is not None:
-                await loading
-            engine.close()
+            if owned:
+                engine.closing = True
+                if loading is not None:
+                    await loading
+                engine.close()
 
     app = FastAPI(title="headseg", summary="Topic segments with exact offsets, from attention heads",
                   lifespan=lifespan)

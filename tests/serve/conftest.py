@@ -1,0 +1,43 @@
+"""Fixtures of the service tests: one started engine per session (the model loads once)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+pytest.importorskip("prometheus_client", reason="the 'serve' extra is not installed")
+
+#: three topics, long enough for topic boundaries
+TOPICS = (
+    "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
+    "Next year's spending will rise by two percent.\n\n"
+    "Rain fell all night and the river rose quickly. Farmers moved their cattle to higher ground. "
+    "The bridge was closed by the morning. Boats were tied up in the harbour.\n\n"
+    "The new phone has a larger screen and a faster chip. Its battery lasts two days. "
+    "Reviewers praised the camera. The price is lower than last year's model."
+)
+
+
+def documents(n: int) -> list[str]:
+    """``n`` different texts (the topics rotated and numbered), for packing tests."""
+    parts = TOPICS.split("\n\n")
+    return [f"Report {i}. " + "\n\n".join(parts[i % 3:] + parts[: i % 3]) for i in range(n)]
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from headseg.serve.engine import Engine, ServeConfig
+
+    eng = Engine(ServeConfig(max_queue=64, workers=8)).start()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture()
+def client(engine):
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+
+    with TestClient(create_app(engine=engine)) as c:
+        yield c
