@@ -54,6 +54,27 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _server_class():
+    """uvicorn's server, except that a stop by SIGTERM/SIGINT ends in exit code 0, not by the signal."""
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn re-raises the signal after draining; a drained stop is a clean exit here
+            old = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    return Server
+
+
 def config_of(args):
     """The :class:`~headseg.serve.engine.ServeConfig` of parsed ``args`` (validated, nothing loaded)."""
     from headseg.serve.engine import ServeConfig
@@ -86,10 +107,11 @@ def run(args) -> int:
     from headseg.serve.app import create_app
     from headseg.serve.engine import Engine
 
+    _Server = _server_class()
     engine = Engine(config).start()  # a bad model or profile: one line and its exit code, nothing bound
     app = create_app(engine=engine)
     # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                                            timeout_graceful_shutdown=None, server_header=False))
     try:
         server.run()

@@ -14,7 +14,7 @@ from typing import Sequence
 
 @lru_cache(maxsize=1)
 def _template() -> str:
-    return resources.files(__package__).joinpath("static", "index.html").read_text(encoding="utf-8")
+    return resources.files(__package__).joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
 
 
 def page_html(options: Sequence[str], needs_key: bool) -> str:

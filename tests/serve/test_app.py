@@ -157,3 +157,9 @@ def test_not_ready_is_503(engine):
         assert c.get("/readyz").status_code == 503
         r = c.post("/v1/segment", json={"text": "One."})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_viewer_page_is_served(client):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert 'fetch("/v1/segment"' in r.text and '"needsKey": false' in r.text and "{{CONFIG}}" not in r.text
