@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
-pytest.importorskip("prometheus_client", reason="the 'serve' extra is not installed")
-
 #: three topics, long enough for topic boundaries
 TOPICS = (
     "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
@@ -22,6 +19,12 @@ def documents(n: int) -> list[str]:
     """``n`` different texts (the topics rotated and numbered), for packing tests."""
     parts = TOPICS.split("\n\n")
     return [f"Report {i}. " + "\n\n".join(parts[i % 3:] + parts[: i % 3]) for i in range(n)]
+
+
+def needs_serve_extra() -> None:
+    """Skip the calling module where the 'serve' extra (FastAPI, Prometheus client) is not installed."""
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    pytest.importorskip("prometheus_client", reason="the 'serve' extra is not installed")
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,11 @@ import logging
 
 import pytest
 
-from .conftest import TOPICS, documents
+from .conftest import TOPICS, documents, needs_serve_extra
 
 pytestmark = pytest.mark.slow
+
+needs_serve_extra()
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,11 @@ import time
 
 import pytest
 
-from .conftest import TOPICS
+from .conftest import TOPICS, needs_serve_extra
 
 pytestmark = pytest.mark.slow
+
+needs_serve_extra()
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 CHROMIUM = "/usr/bin/chromium"

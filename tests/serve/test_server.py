@@ -13,9 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from .conftest import TOPICS, documents
+from .conftest import TOPICS, documents, needs_serve_extra
 
 pytestmark = pytest.mark.slow
+
+needs_serve_extra()
 
 httpx = pytest.importorskip("httpx")
 
