@@ -41,8 +41,9 @@ def register(sub) -> None:
                    help="documents admitted at once; more are answered 429 with Retry-After (default 512)")
     p.add_argument("--max-request-bytes", type=int, default=2 * 1024 * 1024,
                    help="largest request body; larger ones are answered 413 (default 2 MiB)")
-    p.add_argument("--workers", type=int, default=16,
-                   help="documents segmented side by side in this process (threads; default 16)")
+    p.add_argument("--workers", type=int, default=min(16, 2 * (os.cpu_count() or 1)),
+                   help="documents segmented side by side in this process (threads; default two per core, "
+                        "at most 16): each holds its document's working memory")
     p.add_argument("--api-key", default=None,
                    help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -108,7 +109,7 @@ def run(args) -> int:
     from headseg.serve.engine import Engine
 
     _Server = _server_class()
-    engine = Engine(config).start()  # a bad model or profile: one line and its exit code, nothing bound
+    engine = Engine(config, owns_process=True).start()  # a bad model or profile: one line and its exit code, nothing bound
     app = create_app(engine=engine)
     # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,

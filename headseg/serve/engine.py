@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from dataclasses import dataclass
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.memory import release_memory
 from headseg.segmenter.aio import DEFAULT_WORKERS, AsyncRunner
 from headseg.segmenter.batcher import DEFAULT_MAX_BATCH_TOKENS
 from headseg.segmenter.options import SegmentOptions
@@ -41,7 +43,7 @@ class ServeConfig:
     precision: str | None = None
     device: str | None = "auto"
     threads: int | None = None
-    batch_size: int = 64
+    batch_size: int = 16
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     max_queue: int = DEFAULT_MAX_QUEUE
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
@@ -65,8 +67,10 @@ class Engine:
     ``max_queue`` (called from the event loop only).
     """
 
-    def __init__(self, config: ServeConfig, metrics: Metrics | None = None):
+    def __init__(self, config: ServeConfig, metrics: Metrics | None = None, owns_process: bool = False):
         self.config = config
+        #: the command line and a Ray replica own their process: they may tune its allocator
+        self.owns_process = owns_process
         self.metrics = metrics or Metrics()
         self.runner: AsyncRunner | None = None
         self.in_flight = 0
@@ -87,6 +91,8 @@ class Engine:
             from headseg.segmenter.api import Segmenter
 
             c = self.config
+            if self.owns_process:
+                _limit_arenas()
             try:
                 seg = Segmenter(model=c.model, profile=c.profile, backend=c.backend, device=c.device,
                                 batch_size=c.batch_size, artifact=c.artifact, precision=c.precision,
@@ -112,6 +118,8 @@ class Engine:
         """Give back places taken by :meth:`admit`."""
         self.in_flight -= documents
         self.metrics.in_flight.set(self.in_flight)
+        if self.in_flight == 0 and self.owns_process:
+            release_memory()  # idle: the requests' freed arrays go back to the system
 
     def close(self) -> None:
         """Stop the batcher and the workers."""
@@ -126,3 +134,20 @@ class Engine:
         seg = self.runner.segmenter
         return {"model": seg.loaded.info.name, "backend": seg.backend.name, "device": seg.backend.device,
                 "precision": seg.backend.precision, "profile": seg.profile.hash(), "pid": os.getpid()}
+
+
+def _limit_arenas(arenas: int = 2) -> None:
+    """Cap glibc's malloc arenas (one per worker thread by default) for a process the server owns.
+
+    Each worker thread otherwise gets an arena of its own, and each keeps the
+    peak of the documents it segmented: measured with 4 workers, RSS under overload
+    fell from 2.3× to 1.7× of the idle size (docs/performance.md).  Elsewhere than glibc, nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass

@@ -38,7 +38,7 @@ class SegmentService:
     """One replica: the model loaded once in ``__init__``, the FastAPI app over it."""
 
     def __init__(self, config: ServeConfig):
-        self.engine = Engine(config).start()
+        self.engine = Engine(config, owns_process=True).start()  # a replica is a process of its own
 
     def __serve_build_asgi_app__(self):
         return create_app(engine=self.engine)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import time
+
 import pytest
 
 #: three topics, long enough for topic boundaries
@@ -44,3 +47,27 @@ def client(engine):
 
     with TestClient(create_app(engine=engine)) as c:
         yield c
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, timeout: float, proc=None) -> None:
+    """Poll ``url/readyz`` until 200; fail the test when ``proc`` exits first or time runs out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the server exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"{url} not ready after {timeout} s")

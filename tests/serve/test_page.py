@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import socket
 import threading
 import time
 
 import pytest
 
-from .conftest import TOPICS, needs_serve_extra
+from .conftest import TOPICS, free_port, needs_serve_extra
 
 pytestmark = pytest.mark.slow
 
@@ -33,9 +32,7 @@ def live_url(engine):
 
     from headseg.serve.app import create_app
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(engine=engine), host="127.0.0.1", port=port,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-import time
-
 import pytest
 
-from .conftest import TOPICS, needs_serve_extra
+from .conftest import TOPICS, free_port, needs_serve_extra, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -25,21 +22,12 @@ def test_ray_serve_replicas_answer_like_the_library():
     from headseg.serve.engine import ServeConfig
     from headseg.serve.ray_serve import start
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     started_here = not ray.is_initialized()
     try:
         start(ServeConfig(max_queue=32, workers=4), host="127.0.0.1", port=port, replicas=2, cpus_per_replica=0.25)
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_ready(url, 180)
         pids = set()
         for _ in range(12):
             pids.add(httpx.get(url + "/readyz", timeout=10).json()["pid"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,19 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from .conftest import TOPICS, documents, needs_serve_extra
+from .conftest import TOPICS, documents, free_port, needs_serve_extra, wait_ready
 
 pytestmark = pytest.mark.slow
 
 needs_serve_extra()
 
 httpx = pytest.importorskip("httpx")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()
@@ -35,16 +28,7 @@ def server():
     proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--port", str(port), "--max-queue", "64",
                              "--log-level", "warning"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"headseg serve exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
+    wait_ready(url, 180, proc)
     yield proc, url
     if proc.poll() is None:
         proc.kill()
