@@ -34,6 +34,7 @@ from headseg.analysis.text import TokenizedText, Window, tokenize
 from headseg.export.backends import backend_names, make_backend
 from headseg.export.serve import artifact_profile
 
+from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, split_oversized
 from .lines import heading_units, starts_same_line
@@ -185,6 +186,17 @@ class Segmenter:
     def __call__(self, text: str, **kwargs) -> Segmentation:
         """Same as :meth:`segment`."""
         return self.segment(text, **kwargs)
+
+    async def asegment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
+                       **overrides: Any) -> Segmentation:
+        """:meth:`segment` for asyncio: the work runs off the event loop (:mod:`.aio`), and the model
+        calls of concurrent ``asegment`` calls are packed together by a token budget."""
+        return await aio.asegment(self, text, options, **overrides)
+
+    async def asegment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None,
+                            **overrides: Any) -> list[Segmentation]:
+        """:meth:`segment_many` for asyncio (see :meth:`asegment`)."""
+        return await aio.asegment_many(self, texts, options, **overrides)
 
     def segment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      progress=None, **overrides: Any) -> list[Segmentation]:

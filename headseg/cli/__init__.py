@@ -19,10 +19,10 @@ import sys
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import WRITE_ERRNOS
 
-from . import evaluate, export, inspect, segment, study, tui
+from . import evaluate, export, inspect, segment, serve, study, tui
 
 #: command modules, in the order ``--help`` lists them
-COMMANDS = (segment, inspect, study, evaluate, export, tui)
+COMMANDS = (segment, inspect, study, evaluate, export, tui, serve)
 
 #: top-level modules of each optional extra: a command that needs a missing one
 #: names the extra to install instead of failing with an import traceback
@@ -30,6 +30,7 @@ EXTRAS = {
     "optimum": "export", "onnx": "export", "textual": "tui", "rich": "tui", "matplotlib": "tui",
     "nltk": "bench", "langchain_experimental": "bench", "langchain_huggingface": "bench",
     "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray", "pyarrow": "ray",
+    "fastapi": "serve", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 
 

@@ -1,0 +1,323 @@
+"""Load on ``headseg serve`` over loopback: throughput and latency, overload, SIGTERM, HTTP = CLI, Ray Serve.
+
+    python benchmarks/serve_load.py [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
+                                    [--requests N] [--overload-requests N]
+
+Documents: the first ``--choi`` of choi/3/3-11 and ``--lectures`` of
+lectures_ai (``headseg.segmenter.evaluation.loaders``), one document per
+request, sent round-robin.  Every loop is bounded (a number of requests, never
+"until stopped"); servers bind 127.0.0.1 on a free port.
+
+* throughput: 1/4/16/64 concurrent clients against one server, documents/s,
+  characters/s and p50/p95/p99 latency, next to in-process
+  ``Segmenter.segment_many`` on the same documents (measured in this process
+  before the server starts, so the two never share the cores);
+* overload: 256 clients against ``--max-queue 32``: every answer must be 2xx or
+  429, none 5xx or a reset; the server's RSS peak against its RSS idle after
+  warm-up;
+* sigterm: 16 clients, SIGTERM after the first answers: every request the
+  server accepted is answered in full, then the server exits 0;
+* equal: every document through HTTP and through ``headseg segment --format
+  jsonl``: the records, JSON-normalised, byte-for-byte equal;
+* ray: Ray Serve with 1 and then 2 replicas at 16 clients.
+
+Times drift on a shared machine: compare the ratios of one run; the load
+average is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+
+
+def load_docs(n_choi: int, n_lectures: int) -> list[tuple[str, str]]:
+    from headseg.segmenter.evaluation.loaders import iter_documents
+
+    docs = [(d.id, d.text) for d in iter_documents(DATA / "choi" / "3" / "3-11", limit=n_choi)]
+    docs += [(d.id, d.text) for d in iter_documents(DATA / "lectures_ai", limit=n_lectures)]
+    return docs
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def wait_ready(url: str, timeout: float, proc: subprocess.Popen) -> None:
+    """Poll ``url/readyz`` until 200; exit when ``proc`` dies first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            raise SystemExit(f"server exited {proc.returncode}: {err}")
+        try:
+            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"{url} not ready after {timeout} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` and its threads so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    """``headseg serve`` in a subprocess, ready when constructed."""
+
+    def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        flags = flags if "--log-level" in flags else ("--log-level", "warning", *flags)
+        self.proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--port", str(self.port), *flags],
+                                     stdout=stdout, stderr=subprocess.PIPE)
+        wait_ready(self.url, timeout, self.proc)
+
+    def stop(self) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(120)
+        return rc, self.proc.stderr.read().decode()
+
+
+async def load(url: str, docs, clients: int, requests: int, stop_after: float | None = None,
+               on_first=None) -> dict:
+    """``requests`` single-document requests from ``clients`` concurrent clients; statuses and latencies."""
+    results: list[tuple[str, float]] = []
+    counter = iter(range(requests))
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+        async def one_client():
+            for i in counter:
+                doc_id, text = docs[i % len(docs)]
+                t0 = time.perf_counter()
+                try:
+                    r = await client.post(url + "/v1/segment", json={"text": text})
+                    status = str(r.status_code)
+                    if r.status_code == 200 and "".join(s["text"] for s in r.json()["segments"]) != text:
+                        status = "bad-body"
+                except httpx.ConnectError:
+                    status = "refused"  # never accepted (after SIGTERM)
+                except httpx.TransportError as exc:
+                    status = f"reset:{type(exc).__name__}"
+                results.append((status, time.perf_counter() - t0))
+                if on_first is not None and len(results) == 1:
+                    on_first()
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    ok = sorted(t for s, t in results if s == "200")
+    statuses: dict[str, int] = {}
+    for s, _ in results:
+        statuses[s] = statuses.get(s, 0) + 1
+    q = (statistics.quantiles(ok, n=100) if len(ok) >= 2 else [float("nan")] * 99)
+    return {"wall": wall, "ok": len(ok), "statuses": statuses, "p50": q[49], "p95": q[94], "p99": q[98]}
+
+
+def doc_chars(docs, n: int) -> int:
+    return sum(len(docs[i % len(docs)][1]) for i in range(n))
+
+
+def in_process(docs) -> float:
+    """Characters per second of ``Segmenter.segment_many`` over the documents (one warm-up first)."""
+    from headseg.segmenter.api import Segmenter
+
+    seg = Segmenter(quiet=True)
+    seg.unit_params.progress = False
+    seg.segment(docs[0][1])
+    t0 = time.perf_counter()
+    seg.segment_many([t for _, t in docs])
+    return sum(len(t) for _, t in docs) / (time.perf_counter() - t0)
+
+
+def part_throughput(docs, requests: int) -> None:
+    base = in_process(docs)
+    server = Server("--max-queue", "512")
+    rows = []
+    try:
+        asyncio.run(load(server.url, docs, 4, 8))  # warm the connections and the graph's shapes
+        for clients in (1, 4, 16, 64):
+            cpu = cpu_seconds(server.proc.pid)
+            r = asyncio.run(load(server.url, docs, clients, requests))
+            r["cores"] = (cpu_seconds(server.proc.pid) - cpu) / r["wall"]
+            rows.append((clients, r))
+    finally:
+        server.stop()
+    one = rows[0][1]["ok"] / rows[0][1]["wall"]
+    print(f"\n## throughput ({requests} requests per row; in-process segment_many: {base:.0f} chars/s)\n")
+    print("| clients | docs/s | chars/s | p50 s | p95 s | p99 s | × 1 client | × in-process | server cores busy | "
+          "statuses |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for clients, r in rows:
+        rate, chars = r["ok"] / r["wall"], doc_chars(docs, requests) / r["wall"]
+        print(f"| {clients} | {rate:.2f} | {chars:.0f} | {r['p50']:.3f} | "
+              f"{r['p95']:.3f} | {r['p99']:.3f} | {rate / one:.2f} | {chars / base:.2f} | {r['cores']:.2f} | "
+              f"{r['statuses']} |")
+
+
+def part_overload(docs, requests: int, flags: list[str]) -> None:
+    server = Server("--max-queue", "32", *flags)
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(server.proc.pid))
+            time.sleep(0.05)
+
+    try:
+        asyncio.run(load(server.url, docs, 4, 16))  # warm-up
+        idle = rss_mb(server.proc.pid)
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        r = asyncio.run(load(server.url, docs, 256, requests))
+        done.set()
+        sampler.join()
+        after = rss_mb(server.proc.pid)
+    finally:
+        rc, err = server.stop()
+    bad = {s: n for s, n in r["statuses"].items() if s not in ("200", "429")}
+    print(f"\n## overload: 256 clients, --max-queue 32, {requests} requests\n")
+    print("| 200 | 429 | other (5xx, resets) | RSS idle after warm-up MB | RSS peak MB | peak / idle | "
+          "p99 of 200s s | traceback in log |")
+    print("|---:|---:|---|---:|---:|---:|---:|---|")
+    print(f"| {r['statuses'].get('200', 0)} | {r['statuses'].get('429', 0)} | {bad or 'none'} | {idle:.0f} | "
+          f"{max(peak[0], after):.0f} | {max(peak[0], after) / idle:.2f} | {r['p99']:.2f} | "
+          f"{'yes' if 'Traceback' in err else 'no'} |")
+
+
+def part_sigterm(docs, requests: int) -> None:
+    server = Server("--max-queue", "512", "--log-level", "info", stdout=subprocess.PIPE)
+    def first():
+        server.proc.send_signal(signal.SIGTERM)
+
+    try:
+        r = asyncio.run(load(server.url, docs, 16, requests, on_first=first))
+    finally:
+        rc, err = server.stop()
+    # the server's access log: the requests its app answered; a client's read error on a keep-alive
+    # connection the server closed as idle is a request the server never read
+    answered = server.proc.stdout.read().decode().count('"POST /v1/segment HTTP/1.1" 200')
+    lost = answered - r["statuses"].get("200", 0)
+    unread = {s: n for s, n in r["statuses"].items() if s not in ("200", "refused")}
+    print(f"\n## SIGTERM under load: 16 clients, SIGTERM after the first answer ({requests} requests)\n")
+    print("| 200 received (complete) | 200 sent (server log) | accepted but lost | refused after SIGTERM | "
+          "closed unread (keep-alive) | exit code | traceback |")
+    print("|---:|---:|---:|---:|---|---:|---|")
+    print(f"| {r['statuses'].get('200', 0)} | {answered} | {lost} | {r['statuses'].get('refused', 0)} | "
+          f"{unread or 'none'} | {rc} | {'yes' if 'Traceback' in err else 'no'} |")
+
+
+def normalise(records) -> list[str]:
+    return sorted(json.dumps(r, sort_keys=True, ensure_ascii=False) for r in records)
+
+
+def part_equal(docs) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "docs.jsonl"
+        corpus.write_text("".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in docs),
+                          encoding="utf-8")
+        out = subprocess.run([sys.executable, "-m", "headseg", "segment", str(corpus), "--format", "jsonl",
+                              "--quiet"], capture_output=True, text=True, check=True).stdout
+    cli = [json.loads(line) for line in out.splitlines()]
+    server = Server()
+    try:
+        body = {"documents": [{"id": i, "text": t} for i, t in docs]}
+        r = httpx.post(server.url + "/v1/segment", json=body, timeout=600)
+        http = [{"document": rec["document"], **s} for line in r.text.splitlines()
+                for rec in [json.loads(line)] for s in rec["segments"]]
+    finally:
+        server.stop()
+    same = normalise(http) == normalise(cli)
+    print("\n## HTTP records vs `headseg segment --format jsonl`\n")
+    print("| documents | segment records (HTTP) | (CLI) | byte-for-byte equal after JSON normalisation |")
+    print("|---:|---:|---:|---|")
+    print(f"| {len(docs)} | {len(http)} | {len(cli)} | {'yes' if same else 'NO'} |")
+
+
+def part_ray(docs, requests: int) -> None:
+    rows = []
+    for replicas in (1, 2):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
+                                 str(replicas), "--port", str(port), "--max-queue", "512"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(url, 300, proc)
+            asyncio.run(load(url, docs, 4, 8))
+            rows.append((replicas, asyncio.run(load(url, docs, 16, requests))))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(180)
+    one = rows[0][1]["ok"] / rows[0][1]["wall"]
+    print(f"\n## Ray Serve at 16 clients ({requests} requests)\n")
+    print("| replicas | docs/s | p50 s | p99 s | × 1 replica | statuses |")
+    print("|---:|---:|---:|---:|---:|---|")
+    for replicas, r in rows:
+        rate = r["ok"] / r["wall"]
+        print(f"| {replicas} | {rate:.2f} | {r['p50']:.3f} | {r['p99']:.3f} | {rate / one:.2f} | {r['statuses']} |")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--parts", default="throughput,overload,sigterm,equal,ray")
+    ap.add_argument("--choi", type=int, default=40)
+    ap.add_argument("--lectures", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=0,
+                    help="requests per throughput row (default: one pass over the documents)")
+    ap.add_argument("--overload-requests", type=int, default=512)
+    ap.add_argument("--server-flag", action="append", default=[],
+                    help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--workers=16")
+    args = ap.parse_args()
+    docs = load_docs(args.choi, args.lectures)
+    parts = args.parts.split(",")
+    args.requests = args.requests or len(docs)
+    print(f"# serve_load: {len(docs)} documents ({sum(len(t) for _, t in docs)} chars), cores {os.cpu_count()}, "
+          f"load average at start {tuple(round(x, 2) for x in os.getloadavg())}")
+    if "throughput" in parts:
+        part_throughput(docs, args.requests)
+    if "overload" in parts:
+        part_overload(docs, args.overload_requests, args.server_flag)
+    if "sigterm" in parts:
+        part_sigterm(docs, args.requests)
+    if "equal" in parts:
+        part_equal(docs)
+    if "ray" in parts:
+        part_ray(docs, args.requests)
+    print(f"\nload average at end {tuple(round(x, 2) for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

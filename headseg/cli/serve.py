@@ -1,0 +1,121 @@
+"""``headseg serve``: the segmentation service over HTTP (the ``serve`` extra; :mod:`headseg.serve`).
+
+One model per process; the windows of concurrent requests share onnxruntime
+calls by a token budget (``--max-batch-tokens``); at most ``--max-queue``
+documents are admitted at once, more are answered 429.  Binds 127.0.0.1
+unless told otherwise.  The API key comes from ``--api-key`` or the
+``HEADSEG_API_KEY`` environment variable (read here, by the command, never by
+the library).  SIGTERM stops accepting, finishes the requests in flight and
+exits.  ``--engine ray`` runs ``--replicas`` engines as a Ray Serve deployment.
+"""
+
+from __future__ import annotations
+
+import os
+
+from headseg.analysis.errors import InputError
+
+from . import options
+
+#: where the API key is read from when ``--api-key`` is not given
+API_KEY_ENV = "HEADSEG_API_KEY"
+
+
+def register(sub) -> None:
+    """Declare ``headseg serve`` and its options on the subcommand parsers."""
+    p = sub.add_parser("serve", help="serve segmentation over HTTP (batched, with backpressure and metrics)",
+                       description="Serve POST /v1/segment, /healthz, /readyz, /metrics, the viewer page at / and "
+                                   "OpenAPI at /docs.  The model loads once; concurrent requests share model calls "
+                                   "by a token budget; a full queue answers 429.")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
+    options.add_model(p)
+    options.add_profile(p)
+    options.add_engine(p)
+    p.add_argument("--artifact", default=None, metavar="DIR", help="serve this exported artifact")
+    options.add_device(p)
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads of the model (default: one per core)")
+    p.add_argument("--max-batch-tokens", type=int, default=16384,
+                   help="token budget of one model call, shared by concurrent requests (default 16384)")
+    p.add_argument("--max-queue", type=int, default=512,
+                   help="documents admitted at once; more are answered 429 with Retry-After (default 512)")
+    p.add_argument("--max-request-bytes", type=int, default=2 * 1024 * 1024,
+                   help="largest request body; larger ones are answered 413 (default 2 MiB)")
+    p.add_argument("--workers", type=int, default=min(16, 2 * (os.cpu_count() or 1)),
+                   help="documents segmented side by side in this process (threads; default two per core, "
+                        "at most 16): each holds its document's working memory")
+    p.add_argument("--api-key", default=None,
+                   help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
+    p.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (this process) or ray (a Ray Serve deployment; needs the 'ray' extra)")
+    p.add_argument("--replicas", type=int, default=1, help="ray: engine replicas (default 1)")
+    p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")
+    p.add_argument("--log-level", choices=("critical", "error", "warning", "info"), default="info",
+                   help="server log level (info: one access line per request)")
+    p.set_defaults(func=run)
+
+
+def _server_class():
+    """uvicorn's server, except that a stop by SIGTERM/SIGINT ends in exit code 0, not by the signal."""
+    import contextlib
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn re-raises the signal after draining; a drained stop is a clean exit here
+            old = {s: signal.signal(s, self.handle_exit) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for s, h in old.items():
+                    signal.signal(s, h)
+
+    return Server
+
+
+def config_of(args):
+    """The :class:`~headseg.serve.engine.ServeConfig` of parsed ``args`` (validated, nothing loaded)."""
+    from headseg.serve.engine import ServeConfig
+
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port must be between 0 and 65535 (got {args.port})")
+    if args.replicas < 1:
+        raise InputError(f"--replicas must be at least 1 (got {args.replicas})")
+    key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    try:
+        return ServeConfig(model=args.model, profile=args.profile, artifact=args.artifact, backend=args.backend,
+                           precision=args.precision, device=args.device, threads=args.threads,
+                           max_batch_tokens=args.max_batch_tokens, max_queue=args.max_queue,
+                           max_request_bytes=args.max_request_bytes, workers=args.workers, api_key=key)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"--{str(exc)}") from None
+
+
+def run(args) -> int:
+    """``headseg serve``: load the model (errors exit before binding), then serve until SIGTERM/SIGINT."""
+    config = config_of(args)
+    if args.engine == "ray":
+        from headseg.serve.ray_serve import run_ray
+
+        return run_ray(config, host=args.host, port=args.port, replicas=args.replicas, address=args.address)
+    import uvicorn
+
+    from headseg.serve.app import create_app
+    from headseg.serve.engine import Engine
+
+    _Server = _server_class()
+    engine = Engine(config, owns_process=True).start()  # a bad model or profile: one line and its exit code, nothing bound
+    app = create_app(engine=engine)
+    # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
+    server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                           timeout_graceful_shutdown=None, server_header=False))
+    try:
+        server.run()
+    finally:
+        engine.close()
+    return 0

@@ -1,0 +1,73 @@
+"""Fixtures of the service tests: one started engine per session (the model loads once)."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+#: three topics, long enough for topic boundaries
+TOPICS = (
+    "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
+    "Next year's spending will rise by two percent.\n\n"
+    "Rain fell all night and the river rose quickly. Farmers moved their cattle to higher ground. "
+    "The bridge was closed by the morning. Boats were tied up in the harbour.\n\n"
+    "The new phone has a larger screen and a faster chip. Its battery lasts two days. "
+    "Reviewers praised the camera. The price is lower than last year's model."
+)
+
+
+def documents(n: int) -> list[str]:
+    """``n`` different texts (the topics rotated and numbered), for packing tests."""
+    parts = TOPICS.split("\n\n")
+    return [f"Report {i}. " + "\n\n".join(parts[i % 3:] + parts[: i % 3]) for i in range(n)]
+
+
+def needs_serve_extra() -> None:
+    """Skip the calling module where the 'serve' extra (FastAPI, Prometheus client) is not installed."""
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    pytest.importorskip("prometheus_client", reason="the 'serve' extra is not installed")
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from headseg.serve.engine import Engine, ServeConfig
+
+    eng = Engine(ServeConfig(max_queue=64, workers=8)).start()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture()
+def client(engine):
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+
+    with TestClient(create_app(engine=engine)) as c:
+        yield c
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(url: str, timeout: float, proc=None) -> None:
+    """Poll ``url/readyz`` until 200; fail the test when ``proc`` exits first or time runs out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the server exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.3)
+    pytest.fail(f"{url} not ready after {timeout} s")

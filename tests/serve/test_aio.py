@@ -1,0 +1,97 @@
+"""The async API and the shared batcher on the real model: equal results, no blocking, int8 independence."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from .conftest import TOPICS, documents
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def segmenter():
+    from headseg.segmenter.api import Segmenter
+
+    return Segmenter(quiet=True)
+
+
+def test_asegment_equals_segment_and_keeps_the_loop_free(segmenter):
+    ticks = 0
+
+    async def ticker(stop: asyncio.Event):
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            await asyncio.sleep(0.001)
+
+    async def main():
+        stop = asyncio.Event()
+        tick = asyncio.create_task(ticker(stop))
+        one = await segmenter.asegment(TOPICS, max_chars=300)
+        many = await segmenter.asegment_many(documents(3), level="unit")
+        stop.set()
+        await tick
+        return one, many
+
+    one, many = asyncio.run(main())
+    assert one.to_dict() == segmenter.segment(TOPICS, max_chars=300).to_dict()
+    assert [r.to_dict() for r in many] == [r.to_dict() for r in segmenter.segment_many(documents(3), level="unit")]
+    assert ticks > 1  # the loop ran other coroutines while the model worked in the threads
+
+
+def test_int8_result_does_not_depend_on_its_batch_mates(segmenter):
+    """The same document alone and among 50 others sharing model calls: byte-for-byte equal."""
+    from headseg.segmenter.aio import AsyncRunner
+
+    assert segmenter.backend.precision == "int8"
+    calls: list[int] = []
+    runner = AsyncRunner(segmenter, max_batch_tokens=16384, workers=16, on_batch=lambda t, w: calls.append(w))
+    try:
+        target = TOPICS + "\n\nA last line about the weather."
+        alone = asyncio.run(runner.segment(target))
+        alone_calls = len(calls)
+        windows_alone = sum(calls)
+
+        async def crowd():
+            texts = documents(50)
+            texts.insert(25, target)
+            return await asyncio.gather(*(runner.segment(t) for t in texts))
+
+        results = asyncio.run(crowd())
+        assert json.dumps(results[25].to_dict()) == json.dumps(alone.to_dict())
+        assert max(calls[alone_calls:]) > windows_alone  # the crowd's windows really shared calls
+    finally:
+        runner.close()
+
+
+def test_cancelling_the_task_drops_the_windows(segmenter):
+    from headseg.segmenter.aio import AsyncRunner
+    from headseg.segmenter.batcher import Ticket
+
+    calls: list[int] = []
+    runner = AsyncRunner(segmenter, max_batch_tokens=64, workers=2, on_batch=lambda t, w: calls.append(w))
+    long_text = " ".join(documents(40))
+    ticket = Ticket()
+
+    async def main():
+        task = asyncio.create_task(runner.segment(long_text, ticket=ticket))
+        while not calls:  # the model has started on it
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(main())
+        assert ticket.cancelled and runner.batcher.pending_windows == 0
+        done = len(calls)
+        asyncio.run(asyncio.sleep(0.3))
+        assert len(calls) <= done + 1  # at most the call in flight finished; nothing else ran for it
+        n_windows = len(segmenter.segment(long_text, level="unit").segments)
+        assert sum(calls) < n_windows
+    finally:
+        runner.close()

@@ -1,0 +1,167 @@
+"""The HTTP service in-process: answers equal the library's, refusals are one line with their status."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from .conftest import TOPICS, documents, needs_serve_extra
+
+pytestmark = pytest.mark.slow
+
+needs_serve_extra()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """A plain Segmenter of the same model and precision, not going through the service."""
+    from headseg.segmenter.api import Segmenter
+
+    return Segmenter(quiet=True)
+
+
+def test_one_text_answers_the_library_record(client, reference):
+    r = client.post("/v1/segment", json={"text": TOPICS, "max_chars": 400})
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/json"
+    assert r.json() == reference.segment(TOPICS, max_chars=400).to_dict()
+    assert "".join(s["text"] for s in r.json()["segments"]) == TOPICS
+
+
+def test_documents_answer_ndjson_in_order(client, reference):
+    texts = documents(5)
+    body = {"documents": [{"id": f"d{i}", "text": t} for i, t in enumerate(texts)], "level": "unit"}
+    r = client.post("/v1/segment", json=body)
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/x-ndjson")
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    assert lines == [reference.segment(t, level="unit").to_dict(document=f"d{i}") for i, t in enumerate(texts)]
+
+
+def test_health_ready_and_docs(client, engine):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz").json()
+    assert ready["status"] == "ready" and ready["precision"] == engine.describe()["precision"]
+    assert "/v1/segment" in client.get("/openapi.json").json()["paths"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_metrics_count_requests_documents_and_batches(client):
+    def value(text: str, name: str) -> float:
+        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name))
+
+    before = client.get("/metrics").text
+    client.post("/v1/segment", json={"documents": [{"text": "One. Two."}, {"text": "Three four."}]})
+    client.post("/v1/segment", json={"text": 5})
+    after = client.get("/metrics").text
+    assert value(after, 'headseg_requests_total{status="200"}') - value(before, 'headseg_requests_total{status="200"}') == 1
+    assert value(after, 'headseg_requests_total{status="422"}') - value(before, 'headseg_requests_total{status="422"}') == 1
+    assert value(after, "headseg_documents_total") - value(before, "headseg_documents_total") == 2
+    assert value(after, "headseg_characters_total") - value(before, "headseg_characters_total") == 9 + 11
+    assert value(after, "headseg_batch_tokens_count") > value(before, "headseg_batch_tokens_count")
+    assert "headseg_request_seconds_bucket" in after and "headseg_queue_documents 0.0" in after
+
+
+BAD = [
+    (b"", 422, "empty body"),
+    (b"{", 422, "not valid JSON"),
+    (b'{"text": "caf\xe9"}', 422, "not valid UTF-8"),
+    (b'{"text": 12}', 422, "text must be a string"),
+    (b'{"documents": "abc"}', 422, "non-empty list"),
+    (b'{"documents": [{"id": [1], "text": "a"}]}', 422, "documents[0].id"),
+    (b'{"text": "a", "token_counter": "/etc/passwd"}', 422, "unknown field(s): token_counter"),
+    (b'{"text": "a", "colour": 1}', 422, "unknown field(s): colour"),
+    (b'{"text": "a", "max_chars": "9"}', 422, "max_chars must be a positive integer"),
+    (b'{"text": "a", "level": "chapter"}', 422, "level must be one of"),
+    (b'{"text": "a", "penalty": -1}', 422, "penalty"),
+    (b'{"text": "a", "documents": []}', 422, "exactly one of"),
+    (b'{"text": "\\ud800"}', 422, "lone surrogate"),
+    (b"[" * 100000 + b"]" * 100000, 422, "JSON"),
+]
+
+
+@pytest.mark.parametrize("body,status,reason", BAD, ids=[r for _, _, r in BAD])
+def test_bad_requests_are_one_line_without_traceback(client, caplog, capfd, body, status, reason):
+    with caplog.at_level(logging.DEBUG):
+        r = client.post("/v1/segment", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status
+    message = r.json()["error"]
+    assert reason in message and "\n" not in message
+    assert not [rec for rec in caplog.records if rec.exc_info or rec.levelno >= logging.ERROR]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_too_large_body_is_413_before_it_is_read(engine):
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.engine import Engine
+
+    small = Engine(engine.config.__class__(max_request_bytes=1000))
+    small.runner = engine.runner  # the same loaded model, a smaller body limit
+    with TestClient(create_app(engine=small)) as c:
+        big = json.dumps({"text": "x" * (10 * 1024 * 1024)}).encode()
+        r = c.post("/v1/segment", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "over the limit of 1000" in r.json()["error"]
+
+        def chunks():  # no Content-Length: counted while read
+            for _ in range(20):
+                yield b"x" * 100
+
+        r = c.post("/v1/segment", content=chunks())
+        assert r.status_code == 413
+        assert c.post("/v1/segment", json={"text": "Short. Text."}).status_code == 200
+
+
+def test_full_queue_is_429_with_retry_after(client, engine):
+    assert engine.admit(engine.config.max_queue)  # every place taken, as by requests in flight
+    try:
+        r = client.post("/v1/segment", json={"text": "One. Two."})
+        assert r.status_code == 429 and r.headers["retry-after"] == "1"
+        assert "queue full" in r.json()["error"]
+    finally:
+        engine.release(engine.config.max_queue)
+    assert client.post("/v1/segment", json={"text": "One. Two."}).status_code == 200
+    over = {"documents": [{"text": "a"}] * (engine.config.max_queue + 1)}
+    assert client.post("/v1/segment", json=over).status_code == 422
+
+
+def test_api_key_is_required_when_set(engine):
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.engine import Engine
+
+    keyed = Engine(engine.config.__class__(api_key="s3cret"))
+    keyed.runner = engine.runner
+    with TestClient(create_app(engine=keyed)) as c:
+        body = {"text": "One. Two."}
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "s3cre"}):
+            r = c.post("/v1/segment", json=body, headers=headers)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+            assert "API key" in r.json()["error"]
+        assert c.get("/metrics").status_code == 401
+        assert c.post("/v1/segment", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.post("/v1/segment", json=body, headers={"X-API-Key": "s3cret"}).status_code == 200
+        assert c.get("/healthz").status_code == 200  # probes stay open
+
+
+def test_not_ready_is_503(engine):
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.engine import Engine
+
+    cold = Engine(engine.config)  # never started
+    with TestClient(create_app(engine=cold)) as c:
+        assert c.get("/readyz").status_code == 503
+        r = c.post("/v1/segment", json={"text": "One."})
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+
+
+def test_viewer_page_is_served(client):
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert 'fetch("/v1/segment"' in r.text and '"needsKey": false' in r.text and "{{CONFIG}}" not in r.text
