@@ -125,6 +125,7 @@ def register(sub) -> None:
 
     def _run(args):
         check_args(args)
+        options.require(*options.TORCH_MODULES)
         if args.layer < 0:
             args.layer = load_model(args.model).info.num_layers + args.layer
         return run(args)

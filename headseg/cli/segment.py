@@ -46,6 +46,8 @@ RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precisio
 def run(args) -> int:
     """``headseg segment``: returns the exit code (1 if any input or document failed)."""
     opts = check_args(args)
+    if args.backend == "torch":
+        options.require(*options.TORCH_MODULES)
     sources, missing = find_inputs(args)
     failed = report_missing(missing)
     if args.engine == "ray":

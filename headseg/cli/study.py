@@ -38,6 +38,7 @@ def study_config(args) -> StudyConfig:
 def run(args) -> int:
     """``headseg study``: run (or resume, or report from the checkpoint) and print a summary; returns the exit code."""
     cfg = study_config(args)
+    options.require(*options.TORCH_MODULES, *(("matplotlib",) if cfg.figures else ()))
     # Everything that can be refused without the model is refused before the ~10 s load.
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
