@@ -30,6 +30,8 @@ def build_methods(names: list[str], args: argparse.Namespace) -> list:
 def run(args: argparse.Namespace) -> int:
     """Run ``headseg evaluate``: score the methods on every data set, print the tables; returns the exit code."""
     names = parse_methods(args.method)
+    if args.backend == "torch" and "headseg" in names:
+        options.require(*options.TORCH_MODULES)
     if args.limit is not None and args.limit < 1:
         raise InputError("--limit must be at least 1")
     if args.wiki_level is not None and args.wiki_level < 1:

@@ -142,7 +142,7 @@ def test_the_load_report_is_silenced_in_this_call_only():
 
 #: what each command needs, in the order it checks: the first one missing is the one named
 NEEDS = {"study": ("torch", "transformers", "matplotlib"), "inspect": ("torch", "transformers"),
-         "segment": ("torch", "transformers"), "tui": ("textual", "torch", "transformers", "matplotlib")}
+         "segment": ("torch", "transformers"), "evaluate": ("torch", "transformers"), "tui": ("textual", "torch", "transformers", "matplotlib")}
 EXTRA_OF = {"torch": "torch", "transformers": "torch", "matplotlib": "plots", "textual": "tui"}
 
 
@@ -151,6 +151,7 @@ EXTRA_OF = {"torch": "torch", "transformers": "torch", "matplotlib": "plots", "t
     (["study", "CORPUS", "--out", "OUT"], ("matplotlib",)),
     (["inspect", "A sentence. Another one."], ("transformers",)),
     (["segment", "CORPUS", "--backend", "torch"], ("torch",)),
+    (["evaluate", "CORPUS", "--method", "headseg", "--backend", "torch"], ("torch",)),
     (["tui", "CORPUS"], ("textual",)),
 ])
 def test_a_missing_extra_is_named_before_any_work(tmp_path, argv, hidden):
