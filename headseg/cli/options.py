@@ -9,12 +9,29 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import importlib.util
 import math
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.io import DEFAULT_MAX_BYTES
 from headseg.export.artifact import PRECISIONS
 from headseg.export.backends import backend_help, backend_names
+
+#: the modules of the per-head (torch) path: ``study``, ``inspect``, ``tui``, ``--backend torch``
+TORCH_MODULES = ("torch", "transformers")
+
+
+def require(*modules: str) -> None:
+    """Refuse a command before any work when a module of an optional extra is missing.
+
+    Raises :class:`ModuleNotFoundError` with the module's ``name``: the command
+    line turns it into one line naming the extra to install (``EXTRAS`` in
+    :mod:`headseg.cli`) and exit code 2.  Looks the modules up without importing them.
+    """
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named '{module}'", name=module)
+
 
 #: ``--device`` has one meaning in every command: where the model runs.
 DEVICES = ("auto", "cpu", "cuda")

@@ -61,6 +61,8 @@ RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precisio
 def run(args) -> int:
     """``headseg segment``: returns the exit code (1 if any input or document failed)."""
     opts = check_args(args)
+    if args.backend == "torch":
+        options.require(*options.TORCH_MODULES)
     sources, missing = find_inputs(args)
     with output_lock(args.out if writes_file(args) else None):
         return _run_locked(args, opts, sources, missing)

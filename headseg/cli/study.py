@@ -48,6 +48,7 @@ def check_args(args) -> StudyConfig:
         raise InputError("--address and --workers go with --engine ray")
     if args.engine == "ray" and args.address:
         probe_address(args.address)  # an unreachable cluster: one line now, not Ray retrying for minutes
+    options.require(*options.TORCH_MODULES, *(("matplotlib",) if cfg.figures else ()))
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     # the model's window limit from its config.json: a bad --seq-len costs no weight loading

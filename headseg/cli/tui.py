@@ -36,6 +36,10 @@ def register(sub) -> None:
 
 def run(args) -> int:
     """``headseg tui``: check the flags and the file, then run the app until it quits; returns the exit code."""
+    from . import options
+
+    # every head is read with torch; `e` saves PNGs with matplotlib
+    options.require("textual", *options.TORCH_MODULES, "matplotlib")
     if args.max_tokens < 8:
         raise InputError(f"--max-tokens {args.max_tokens} is too small (at least 8)")
     if args.max_windows < 1:

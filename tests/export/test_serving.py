@@ -158,7 +158,8 @@ def test_artifact_of_another_model_is_refused(served, tiny_dir):
 
 def test_first_use_exports_once_even_with_two_processes(tiny_dir, tmp_path):
     cache = tmp_path / "cache"
-    code = ("import sys; from headseg import Segmenter; s = Segmenter(model=sys.argv[1]); "
+    # logging.basicConfig: the host shows headseg's warnings (the library itself prints nothing)
+    code = ("import logging, sys; logging.basicConfig(); from headseg import Segmenter; s = Segmenter(model=sys.argv[1]); "
             "print(s.backend.name, s.backend.artifact_dir); print(s.segment('One two. Three four.').boundaries)")
     env = dict(os.environ, HEADSEG_CACHE=str(cache))
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tiny_dir)], stdout=subprocess.PIPE,
