@@ -69,7 +69,9 @@ def test_a_client_that_disconnects_stops_costing_work(server):
         text = httpx.get(url + "/metrics", timeout=5).text
         return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + " "))
 
-    long_text = " ".join(documents(60))
+    # ~580 KB: many seconds of work on any CPU, so the client's 1 s timeout always leaves work
+    # queued (60 documents, 29 KB, could finish within the second on an idle machine)
+    long_text = " ".join(documents(1200))
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(url + "/v1/segment", json={"text": long_text}, timeout=1.0)
     deadline = time.monotonic() + 30
