@@ -9,10 +9,25 @@ GPU.  :mod:`.policy` decides from the probe where serving runs;
 from __future__ import annotations
 
 
+_telemetry_off = False
+
+
 def _ort():
-    """The ``onnxruntime`` module, imported on first use (an :class:`ImportError` where it is missing)."""
+    """The ``onnxruntime`` module, imported on first use (an :class:`ImportError` where it is missing).
+
+    Its telemetry is switched off before anything runs (``disable_telemetry_events``,
+    onnxruntime's documented switch; it sends events only on Windows builds),
+    since offline means no call out at all; every session and the quantiser get
+    onnxruntime through here.
+    """
+    global _telemetry_off
     import onnxruntime as ort
 
+    if not _telemetry_off:
+        off = getattr(ort, "disable_telemetry_events", None)
+        if off is not None:
+            off()
+        _telemetry_off = True
     return ort
 
 
