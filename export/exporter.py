@@ -17,7 +17,6 @@ import shutil
 import socket
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -32,7 +31,7 @@ from headseg.analysis.text import windows_from_text
 
 from .artifact import ARTIFACT_FILES, GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest, check_out_dir
 from .graph import KEEP_FP32
-from .runtime import _ort
+from .runtime import _ort, quiet_tools
 from .session import OnnxSession
 
 #: The opset: optimum's default for BERT-family encoders (LayerNormalization needs 17).
@@ -90,25 +89,18 @@ def convert_precision(src: Path, dst: Path, precision: str) -> None:
     if precision == "fp32":
         shutil.copyfile(src, dst)
     elif precision == "int8":
-        _ort()  # imported through runtime, so that its telemetry is off before quantisation runs
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-        from onnxruntime.quantization.shape_inference import quant_pre_process
-
         import onnx
 
-        pre = dst.with_name(dst.name + ".pre.onnx")
+        _ort()  # imported through runtime, so that its telemetry is off before quantisation runs
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
         keep = [n.name for n in onnx.load(str(src)).graph.node if n.name.endswith(KEEP_FP32)]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # onnxruntime's documented pre-processing, shape inference only (the graph is final
-            # already).  Without it quantize_dynamic warns through logging.warning, which gives
-            # the host process's root logger a handler.
-            quant_pre_process(str(src), str(pre), skip_optimization=True, skip_symbolic_shape=True)
+        with quiet_tools():
             # Weights-only dynamic quantisation of the MatMuls: activations are
-            # quantised on the fly, so no calibration data is needed.
-            quantize_dynamic(str(pre), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+            # quantised on the fly, so no calibration data is needed.  The selected
+            # heads' own projections stay float32 (KEEP_FP32), as in the torch export.
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
                              per_channel=True, nodes_to_exclude=keep)
-        pre.unlink(missing_ok=True)
     elif precision == "fp16":
         import onnx
 
@@ -116,8 +108,7 @@ def convert_precision(src: Path, dst: Path, precision: str) -> None:
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         model = onnx.load(str(src))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_tools():
             # keep_io_types: callers keep feeding int64 ids and reading float32 outputs.
             half = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
         onnx.save(half, str(dst))

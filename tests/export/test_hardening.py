@@ -16,7 +16,7 @@ from headseg.analysis.cache import cache_unsafe, weights_digest
 from headseg.analysis.errors import ArtifactError
 from headseg.analysis.profile import HeadProfile
 from headseg.cli import main
-from headseg.export.artifact import MANIFEST_NAME, cache_dir, read_manifest
+from headseg.export.artifact import MANIFEST_NAME, read_manifest
 from headseg.export.runtime import cuda_provider_works
 from headseg.export.serve import export_to_cache, find_cached
 
