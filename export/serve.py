@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from headseg.analysis.cache import cache_root, cache_unsafe, file_lock, make_private, private_dir, writable_dir
-from headseg.analysis.errors import ArtifactError, first_line
+from headseg.analysis.errors import ArtifactError, ModelError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 
@@ -116,6 +116,8 @@ def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, d
             make_private(target)
         except OSError as exc:
             raise ArtifactError(f"cannot write the artifact into {target} ({exc.strerror or exc})") from None
+        except ModelError as exc:  # weights the builder cannot read (only a pytorch_model.bin): ONNX cannot serve
+            raise ArtifactError(f"cannot export the ONNX graph: {exc}") from None
     return target
 
 

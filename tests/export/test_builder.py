@@ -13,6 +13,7 @@ import pytest
 from headseg.analysis import TorchBackend, load_model, windows_from_text
 from headseg.analysis.errors import ModelError
 from headseg.analysis.model import fingerprint_model
+from headseg.analysis.profile import HeadProfile
 from headseg.analysis.weights import dir_fingerprint, read_encoder_tensors
 from headseg.export.builder import build_graph, write_graph
 from headseg.export.session import OnnxSession
@@ -144,6 +145,19 @@ def test_bin_only_folder_is_refused_without_unpickling(tokenizer, tmp_path):
         read_encoder_tensors(d, cfg)
     assert "\n" not in str(e.value)
     assert dir_fingerprint(d, cfg) is None  # only torch can fingerprint it
+    # serving: `auto` says why and uses torch; `onnx` is an ArtifactError
+    from headseg.analysis.tokenizer import as_tokenizer
+    from headseg.analysis.errors import ArtifactError
+    from headseg.export.backends import make_backend
+
+    as_tokenizer(tokenizer).save(d)
+    loaded = load_model(d, weights=False)
+    info = loaded.info
+    prof = HeadProfile(model_fingerprint=info.fingerprint, heads=[(0, 1)], weights=[1.0], model_name=info.name,
+                       num_layers=1, num_heads=2, topic_heads=[(0, 1)])
+    assert make_backend(loaded, prof, backend="auto", device="cpu", quiet=True).name == "torch"
+    with pytest.raises(ArtifactError, match="convert it to model.safetensors"):
+        make_backend(loaded, prof, backend="onnx", device="cpu", quiet=True)
 
 
 def test_builder_fp32_engine_gives_torch_boundaries_on_embedded_model(embedded, tmp_path):
