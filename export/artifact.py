@@ -70,7 +70,10 @@ def check_out_dir(out: str | os.PathLike, force: bool = False) -> None:
         return
     if not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
-    names = {e.name for e in out.iterdir()}
+    try:
+        names = {e.name for e in out.iterdir()}
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot be read ({exc.strerror or exc})") from None
     if not names or _is_headseg_manifest(out / MANIFEST_NAME):
         return
     clash = sorted(names & set(ARTIFACT_FILES))

@@ -1,4 +1,7 @@
-"""The torch module that becomes the ONNX graph: the selected heads and nothing above them.
+"""The torch module the reference exporter traces: the selected heads and nothing above them.
+
+headseg ships graphs written from the weights by :mod:`.builder`; this module,
+exported by optimum (:mod:`.reference`), is what the tests compare them with.
 
 :class:`SelectedHeads` wraps a BERT-family encoder.  It runs the embeddings and
 layers ``0 .. deepest-1`` unchanged, then, for every layer that holds a selected

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.cache import make_private
+from headseg.analysis.cache import file_lock, make_private
 from headseg.analysis.errors import DeviceError, HeadsegError, InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
@@ -114,24 +114,15 @@ def run(args) -> int:
     if not args.quiet:
         print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
               f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
-    m = export_artifact(
-        loaded,
-        heads,
-        phash,
-        out,
-        precision=precision,
-        attention=args.attention,
-        norms=args.norms,
-        truncate=not args.no_truncate,
-        opset=args.opset,
-        parity_device=device,
-        profile=profile,
-        progress=not args.quiet,
-        force=args.force,
-        owned=not args.out,
-    )
-    if not args.out:
-        make_private(out)
+    kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=not args.no_truncate,
+                  opset=args.opset, parity_device=device, profile=profile, progress=not args.quiet)
+    if args.out:
+        m = export_artifact(loaded, heads, phash, out, force=args.force, **kwargs)
+    else:
+        # the cache is shared with serving processes: the same lock as their exports
+        with file_lock(out.parent / f".{out.name}.lock"):
+            m = export_artifact(loaded, heads, phash, out, owned=True, **kwargs)
+            make_private(out)
     if args.json:
         print(json.dumps({"artifact": str(out), **m.to_dict()}, indent=2))
         return 0
