@@ -10,7 +10,7 @@ model builder does for decoders:
   count non-padding ids from ``padding_idx + 1``, as transformers computes
   them; ELECTRA's ``embeddings_project`` when ``embedding_size != hidden_size``);
 * every layer below the deepest selected one in full (self-attention with the
-  additive mask bias :data:`~.wrapper.MASK_BIAS`, output LayerNorm, feed-forward
+  additive mask bias :data:`~.graph.MASK_BIAS`, output LayerNorm, feed-forward
   with the config's ``hidden_act``);
 * for each selected layer, the selected heads' ``α = softmax(q kᵀ/√d + mask)``
   and ``z = α v``: outputs ``head_z [B, N, T, d]``, optionally ``head_attn
@@ -31,10 +31,8 @@ from headseg.analysis.errors import ArtifactError, ModelError
 from headseg.analysis.model import SUPPORTED_MODEL_TYPES, LoadedModel, read_config
 from headseg.analysis.weights import ENCODER_MODULES, embedding_size, read_encoder_tensors
 
-from .graph import ACTIVATIONS, GraphWriter
+from .graph import ACTIVATIONS, MASK_BIAS, GraphWriter
 
-#: Additive bias for padded keys, as in :mod:`.wrapper` (fp16-safe, exp(-1e4) is 0).
-MASK_BIAS = -10000.0
 #: model types whose positions start after the padding index (``create_position_ids_from_input_ids``)
 PADDED_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 

@@ -15,6 +15,11 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+#: Additive bias for padded keys.  Not ``finfo(float32).min`` as transformers uses:
+#: after fp16 conversion that constant becomes -inf and ``0 * -inf`` is NaN.
+#: ``exp(-1e4)`` is exactly 0 in fp32 and fp16, so real tokens see the same softmax.
+MASK_BIAS = -10000.0
+
 #: the end of the names of nodes that int8 quantisation leaves in float32 (the selected heads' own projections)
 KEEP_FP32 = "_keepfp32"
 

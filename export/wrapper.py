@@ -27,10 +27,7 @@ from torch import nn
 
 from headseg.analysis.errors import ModelError
 
-#: Additive bias for padded keys.  Not ``finfo(float32).min`` as transformers uses:
-#: after fp16 conversion that constant becomes -inf and ``0 * -inf`` is NaN.
-#: ``exp(-1e4)`` is exactly 0 in fp32 and fp16, so real tokens see the same softmax.
-MASK_BIAS = -10000.0
+from .graph import MASK_BIAS
 
 
 class SelectedHeads(nn.Module):
