@@ -20,12 +20,11 @@ from . import options
 
 
 def check_args(args) -> None:
-    """Flag conflicts and malformed ``--heads``, found before the model loads (exit 2).
+    """Everything refused before the model loads: flag conflicts, malformed ``--heads``, an ``--out``
+    folder headseg could clobber (exit 2), a missing toolchain, a device that cannot serve the precision.
 
     (``headseg`` runs a command's ``check_args`` before its ``run``.)
     """
-    from headseg.analysis.errors import InputError
-
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:
@@ -35,6 +34,12 @@ def check_args(args) -> None:
             parse_heads(args.heads)
         except HeadsegError as exc:
             raise InputError(str(exc)) from None
+    if args.out:
+        check_out_dir(args.out, args.force)
+    why = export_available()
+    if why:
+        raise HeadsegError(f"cannot export the ONNX graph: {why}")
+    check_device(args.device, args.precision)
 
 
 def parse_heads(spec: str) -> list[tuple[int, int]]:
@@ -94,15 +99,8 @@ def check_device(device: str, precision: str | None) -> str:
 
 def run(args) -> int:
     """Run ``headseg export``: export the profile's heads (to ``--out`` or the cache), print the artifact; exit code."""
-    if args.out and args.cache:
-        raise HeadsegError("give either --out DIR or --cache, not both")
-    # Everything that can be refused is refused before the model is read.
-    if args.out:
-        check_out_dir(args.out, args.force)
-    why = export_available()
-    if why:
-        raise HeadsegError(f"cannot export the ONNX graph: {why}")
-    device = check_device(args.device, args.precision)
+    # check_args (run first by the command line) refused what can be refused before the model loads
+    device = serving_device(args.device)
     precision = args.precision or precision_preference(device)[0]
     # The builder reads model.safetensors itself: torch is not loaded.
     loaded = load_model(args.model, weights=False)
