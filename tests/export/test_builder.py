@@ -88,6 +88,7 @@ def test_builder_matches_torch_and_optimum(model_dir, tmp_path):
     assert np.all(got["head_z"][np.broadcast_to(~m[:, None, :, None], got["head_z"].shape)] == 0)
     if load_model(model_dir).info.model_type == "electra":
         return  # optimum's config for SelectedHeads reads hidden_size for the embeddings: not a reference here
+    pytest.importorskip("optimum.exporters.onnx", reason="the reference exporter is the 'export-reference' extra")
     from headseg.export.reference import export_graph
 
     export_graph(load_model(model_dir), HEADS, tmp_path / "o.onnx", attention=True, norms=True)
