@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -55,6 +56,9 @@ def _record_path(kind: str, key: str) -> Path:
 
 
 def _read_record(kind: str, key: str) -> dict | None:
+    # A record someone else could have written is not trusted: it decides cache keys.
+    if cache_unsafe(_record_path(kind, key)):
+        return None
     try:
         data = json.loads(_record_path(kind, key).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
@@ -67,7 +71,11 @@ def _write_record(kind: str, key: str, data: dict) -> bool:
     from .io import atomic_write_json
 
     try:
-        atomic_write_json(_record_path(kind, key), {"key": key, **data})
+        path = _record_path(kind, key)
+        if cache_unsafe(path):
+            return False
+        private_dir(path.parent)
+        atomic_write_json(path, {"key": key, **data})
         return True
     except OSError:
         return False
@@ -89,15 +97,37 @@ def cached_digest(path: str | os.PathLike) -> str:
     return digest
 
 
-def weights_digest(model_dir: str | os.PathLike) -> str:
-    """One digest of a model directory's config and weight files, computed without loading them."""
+def weight_files(model_dir: str | os.PathLike) -> list[Path]:
+    """The weight files a model folder is loaded from, as transformers picks them: safetensors first.
+
+    Only those decide the model, so a ``pytorch_model.bin`` lying beside a
+    ``model.safetensors`` changes nothing (neither the digest nor the cache key).
+    """
     d = Path(model_dir)
-    files = [d / "config.json"] + [d / n for n in WEIGHT_FILES if (d / n).is_file()]
-    files += sorted(d.glob("model-*.safetensors")) + sorted(d.glob("pytorch_model-*.bin"))
-    if len(files) == 1:
+    if (d / "model.safetensors").is_file():
+        return [d / "model.safetensors"]
+    shards = sorted(d.glob("model-*-of-*.safetensors"))
+    if shards:
+        return shards
+    if (d / "pytorch_model.bin").is_file():
+        return [d / "pytorch_model.bin"]
+    shards = sorted(d.glob("pytorch_model-*-of-*.bin"))
+    if shards:
+        return shards
+    return [d / n for n in WEIGHT_FILES[2:] if (d / n).is_file()][:1]
+
+
+def weights_digest(model_dir: str | os.PathLike) -> str:
+    """One digest of a model directory's config and the weight files it loads, computed without loading them.
+
+    Names and contents only: two folders holding the same files have the same digest.
+    """
+    d = Path(model_dir)
+    weights = weight_files(d)
+    if not weights:
         raise ModelError(f"{d}: no weight file ({', '.join(WEIGHT_FILES)}) to identify the model by")
     h = hashlib.sha256()
-    for f in files:
+    for f in [d / "config.json"] + weights:
         h.update(f.name.encode())
         h.update(cached_digest(f).encode())
     return h.hexdigest()[:32]
@@ -167,3 +197,78 @@ def clear_records(kinds: Sequence[str] = ("digests", "fingerprints")) -> None:
 
     for k in kinds:
         shutil.rmtree(cache_root() / k, ignore_errors=True)
+
+
+def unsafe_reason(path: str | os.PathLike, follow: bool = False) -> str | None:
+    """Why ``path`` is not private to this user (another owner, or writable by group/others); None if it is.
+
+    A missing path is not unsafe (nothing can be read from it).  Without
+    ``follow`` a symbolic link is judged itself, so a link planted in the cache
+    cannot point serving at another user's files.
+    """
+    if not hasattr(os, "geteuid"):  # pragma: no cover - Windows: ACLs, not mode bits
+        return None
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be inspected ({exc.strerror or exc})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
+    if st.st_uid != os.geteuid():
+        return f"{path} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by group/others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def cache_unsafe(path: str | os.PathLike, files: bool = False) -> str | None:
+    """Why a path inside the cache cannot be trusted, else None.
+
+    Checks the cache root (the folder ``$HEADSEG_CACHE`` names may be a link)
+    and every existing folder from it down to ``path``; with ``files``, also
+    the entries of the folder ``path``.  An artifact or record that another
+    user could have written would run their graph or pick their cache key.
+    """
+    root = cache_root()
+    why = unsafe_reason(root, follow=True)
+    if why:
+        return why
+    p = Path(path)
+    try:
+        rel = p.relative_to(root)
+    except ValueError:
+        return None  # not in the cache: the caller named it
+    cur = root
+    for part in rel.parts:
+        cur = cur / part
+        why = unsafe_reason(cur)
+        if why:
+            return why
+    if files and p.is_dir():
+        for entry in p.iterdir():
+            why = unsafe_reason(entry)
+            if why:
+                return why
+    return None
+
+
+def private_dir(path: str | os.PathLike) -> Path:
+    """Make ``path`` (and missing parents) readable and writable by this user only; returns it."""
+    p = Path(path)
+    # mkdir(parents=True) would give the parents the default mode: make each one here.
+    for d in [*reversed(p.parents), p]:
+        if not d.exists():
+            d.mkdir(exist_ok=True, mode=0o700)
+    return p
+
+
+def make_private(path: str | os.PathLike) -> None:
+    """Take group/others' write bits off a folder headseg wrote and its files (umask 002 would leave them)."""
+    p = Path(path)
+    for entry in [p, *p.iterdir()] if p.is_dir() else [p]:
+        if not entry.is_symlink():
+            mode = stat.S_IMODE(entry.stat().st_mode)
+            if mode & 0o022:
+                entry.chmod(mode & ~0o022)

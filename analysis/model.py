@@ -17,7 +17,6 @@ materialise the attention probabilities the analysis needs.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,7 @@ from typing import Iterator
 from .cache import known_fingerprint, remember_fingerprint, weights_digest
 from .errors import ModelError, first_line
 from .tokenizer import Tokenizer, as_tokenizer
+from .weights import dir_fingerprint, tensor_fingerprint
 
 #: model_type values whose layers follow the BERT layout
 #: ``encoder.layer[i].attention.{self.{query,key,value}, output.dense}``.
@@ -248,21 +248,14 @@ def fingerprint_model(model) -> str:
     """A stable fingerprint: architecture summary + SHA-256 of every parameter.
 
     Independent of the file format (safetensors/bin/ONNX) and of the directory,
-    so an artifact made from a copy of the same weights still matches.
+    so an artifact made from a copy of the same weights still matches; a model
+    folder's is computed without torch by :func:`~.weights.dir_fingerprint`
+    (the same value: :func:`~.weights.tensor_fingerprint` defines it).
     """
     cfg = model.config
-    h = hashlib.sha256()
-    arch = {
-        "model_type": cfg.model_type,
-        "layers": cfg.num_hidden_layers,
-        "heads": cfg.num_attention_heads,
-        "hidden": cfg.hidden_size,
-    }
-    h.update(json.dumps(arch, sort_keys=True).encode())
-    for name, tensor in sorted(model.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return f"{cfg.model_type}-{cfg.num_hidden_layers}x{cfg.num_attention_heads}-{h.hexdigest()[:16]}"
+    tensors = {name: t.detach().cpu().contiguous().numpy() for name, t in model.state_dict().items()}
+    return tensor_fingerprint(cfg.model_type, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.hidden_size,
+                              tensors)
 
 
 def _encoder_layers(model) -> list:
@@ -502,8 +495,15 @@ def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> 
         )
         loaded = LoadedModel(None, tokenizer, info, weights_digest=digest, path=path)
         _CACHE[key] = loaded
+    if not loaded.info.fingerprint and not weights:
+        # The fingerprint hashes the parameters: read from model.safetensors with
+        # numpy, so that serving from ONNX never imports torch for it.
+        fp = dir_fingerprint(path, read_config(path, name))
+        if fp:
+            loaded.info.fingerprint = fp
+            remember_fingerprint(loaded.weights_digest, fp)
     if weights or not loaded.info.fingerprint:
-        # The fingerprint hashes the parameters: without a record of it, load them once.
+        # No safetensors file (or tensors only transformers can reconcile): load them once.
         loaded.model  # noqa: B018
         remember_fingerprint(loaded.weights_digest, loaded.info.fingerprint)
     return loaded

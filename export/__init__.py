@@ -8,7 +8,9 @@ those above it in this list, and from :mod:`headseg.analysis`):
 * :mod:`.policy` — which device and precision serve by default;
 * :mod:`.session` — running one graph (:class:`~.session.OnnxSession`);
 * :mod:`.engine` — :class:`OnnxBackend`, the capture backend over an artifact;
-* :mod:`.wrapper`, :mod:`.exporter` — making an artifact (torch, optimum);
+* :mod:`.graph`, :mod:`.builder` — the graph written from the weights (numpy, onnx; no torch);
+* :mod:`.wrapper`, :mod:`.reference` — the graph traced by torch and optimum (a reference for tests);
+* :mod:`.exporter` — making an artifact: graph, fp16/int8, parity, manifest;
 * :mod:`.serve` — finding, exporting and opening the artifact for a profile;
 * :mod:`.backends` — the backends by name and :func:`make_backend`.
 

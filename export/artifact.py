@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headseg.analysis.cache import cache_root, cached_digest
-from headseg.analysis.errors import ArtifactError
+from headseg.analysis.errors import ArtifactError, InputError
 from headseg.analysis.io import read_json_object
 
 MANIFEST_NAME = "manifest.json"
@@ -27,13 +27,62 @@ PROFILE_NAME = "profile.json"
 #: 2: the artifact carries its tokenizer and profile, and the weights digest
 MANIFEST_VERSION = 2
 PRECISIONS = ("fp32", "fp16", "int8")
+#: every file an export writes into its folder (the manifest last)
+ARTIFACT_FILES = (GRAPH_NAME, PROFILE_NAME, "tokenizer.json", "tokenizer_config.json", MANIFEST_NAME)
 
 
-def cache_dir(fingerprint: str, profile_hash: str, precision: str) -> Path:
-    """Where the cached artifact of one model, profile and precision lives."""
+def cache_dir(fingerprint: str, profile_hash: str, precision: str, weights_digest: str | None = None) -> Path:
+    """Where the cached artifact of one model, profile and precision lives.
+
+    The key holds what decides the graph: the parameters (``fingerprint``) and,
+    for a model folder, the digest of its config and weight files
+    (:func:`headseg.analysis.cache.weights_digest`), so folders with the same
+    files share one artifact and folders that differ (an activation in
+    config.json, say) never replace each other's.
+    """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
-    return cache_root() / "onnx" / f"{fingerprint}-{profile_hash}-{precision}"
+    model = f"{fingerprint}-{weights_digest[:12]}" if weights_digest else fingerprint
+    return cache_root() / "onnx" / f"{model}-{profile_hash}-{precision}"
+
+
+def _is_headseg_manifest(path: Path) -> bool:
+    """Whether ``path`` is a manifest headseg wrote (any version): the folder is then an artifact of ours."""
+    import json
+
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(d, dict) and all(k in d for k in ("model_fingerprint", "profile_hash", "graph_sha256"))
+
+
+def check_out_dir(out: str | os.PathLike, force: bool = False) -> None:
+    """Refuse (:class:`InputError`, exit 2) an export folder whose files headseg could clobber.
+
+    Accepted: a missing or empty folder, or an artifact headseg wrote (its
+    manifest says so).  Any other folder only with ``force``, and even then
+    never when it holds a file of an artifact's names (``tokenizer.json`` …)
+    that headseg did not write: that file would be replaced.
+    """
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a directory")
+    try:
+        names = {e.name for e in out.iterdir()}
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot be read ({exc.strerror or exc})") from None
+    if not names or _is_headseg_manifest(out / MANIFEST_NAME):
+        return
+    clash = sorted(names & set(ARTIFACT_FILES))
+    if clash:
+        raise InputError(f"--out {out}: holds {clash[0]}, which headseg did not write and would replace; "
+                         "export into an empty or new folder")
+    if not force:
+        raise InputError(f"--out {out}: folder is not empty and is not a headseg artifact; export into an empty "
+                         "or new folder, or pass --force to add the artifact beside its files")
 
 
 @dataclass

@@ -1,10 +1,12 @@
-"""Exporting the selected heads to ONNX with optimum, then fp16/int8 conversion.
+"""Making an artifact: the graph written by :mod:`.builder`, converted to fp16/int8, checked, saved.
 
-optimum's ``export()`` drives the export: it takes any ``nn.Module`` with a
-``config`` and a forward whose arguments match the ONNX config's inputs, makes
-the dummy inputs, declares the dynamic axes and fixes them up afterwards.  The
-custom :class:`SelectedHeadsOnnxConfig` declares exactly our two inputs and the
-``head_z`` (and optional ``head_attn``/``head_fnorm``) outputs.
+:func:`export_artifact` is what ``headseg export`` and the serving cache run.
+The graph comes from :mod:`.builder` (numpy and ``onnx``, no torch);
+``exporter="optimum"`` makes it with torch and optimum instead
+(:mod:`.reference`, kept for comparison).  int8 is onnxruntime's dynamic
+quantisation, fp16 its float16 converter.  Parity is measured against torch
+where its weights are loaded in the process already, else against the fp32
+graph the converted one came from: exporting never imports torch for it.
 """
 
 from __future__ import annotations
@@ -15,26 +17,27 @@ import shutil
 import socket
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import TorchBackend
-from headseg.analysis.errors import ArtifactError, HeadsegError, first_line
+from headseg.analysis.cache import file_sha256
+from headseg.analysis.errors import ArtifactError, HeadsegError
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.model import LoadedModel
+from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import windows_from_text
 
-from headseg.analysis.cache import file_sha256
-from headseg.analysis.progress import progress_bar
-
-from .artifact import GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest
+from .artifact import ARTIFACT_FILES, GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest, check_out_dir
+from .graph import KEEP_FP32
+from .runtime import _ort, quiet_tools
 from .session import OnnxSession
 
-#: The opset: optimum's default for BERT-family encoders.
+#: The opset: optimum's default for BERT-family encoders (LayerNormalization needs 17).
 DEFAULT_OPSET = 18
+#: How the graph is made: :mod:`.builder` (the product) or :mod:`.reference` (torch + optimum).
+EXPORTERS = ("builder", "optimum")
 
 #: Text for the parity check at export time (several sentences, two window sizes
 #: so that the batch has padding).
@@ -46,46 +49,20 @@ PARITY_TEXT = (
     "Meanwhile the football season opened with a surprising win for the home team."
 )
 
-_AXES = {0: "batch_size", 2: "sequence_length"}
+#: the packages each exporter's artifact depends on, recorded in the manifest
+_TOOLCHAIN = {
+    "builder": ("headseg", "numpy", "safetensors", "onnx", "onnxruntime-gpu", "onnxruntime"),
+    "optimum": ("headseg", "torch", "transformers", "optimum-onnx", "optimum", "onnx", "onnxruntime-gpu",
+                "onnxruntime"),
+}
 
 
-def _onnx_config_class():
-    from optimum.exporters.onnx.config import TextEncoderOnnxConfig
-    from optimum.utils import NormalizedTextConfig
-
-    class SelectedHeadsOnnxConfig(TextEncoderOnnxConfig):
-        """Inputs ``input_ids``/``attention_mask``; outputs the selected heads' tensors."""
-
-        NORMALIZED_CONFIG_CLASS = NormalizedTextConfig
-
-        def __init__(self, config, output_names: Sequence[str]):
-            super().__init__(config, task="feature-extraction")
-            self._output_names = list(output_names)
-
-        @property
-        def inputs(self) -> dict:
-            axis = {0: "batch_size", 1: "sequence_length"}
-            return {"input_ids": dict(axis), "attention_mask": dict(axis)}
-
-        @property
-        def outputs(self) -> dict:
-            axes = {
-                "head_z": dict(_AXES),
-                "head_attn": {0: "batch_size", 2: "sequence_length", 3: "sequence_length"},
-                "head_fnorm": dict(_AXES),
-                "last_hidden_state": {0: "batch_size", 1: "sequence_length"},
-            }
-            return {name: axes[name] for name in self._output_names}
-
-    return SelectedHeadsOnnxConfig
-
-
-def package_versions() -> dict:
-    """Installed versions of headseg and the export and serving toolchain, for the manifest (absent ones left out)."""
+def package_versions(exporter: str = "builder") -> dict:
+    """``{"exporter": exporter, package: version}`` of the toolchain that made an artifact (absent ones left out)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
-    for pkg in ("headseg", "torch", "transformers", "optimum-onnx", "optimum", "onnx", "onnxruntime-gpu", "onnxruntime"):
+    out = {"exporter": exporter}
+    for pkg in _TOOLCHAIN[exporter]:
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -93,39 +70,18 @@ def package_versions() -> dict:
     return out
 
 
-def export_graph(
-    loaded: LoadedModel,
-    heads: Sequence[tuple[int, int]],
-    path: Path,
-    attention: bool = False,
-    norms: bool = False,
-    truncate: bool = True,
-    opset: int = DEFAULT_OPSET,
-) -> list[str]:
-    """Export the fp32 graph of :class:`~export.wrapper.SelectedHeads` to ``path``; returns the output names."""
-    import torch
-    from optimum.exporters.onnx.convert import export as optimum_export
+def write_fp32_graph(loaded: LoadedModel, heads, path: Path, attention: bool, norms: bool, truncate: bool,
+                     opset: int, exporter: str = "builder") -> list[str]:
+    """The fp32 graph of ``heads`` at ``path``, made by ``exporter``; returns the output names."""
+    if exporter == "builder":
+        from .builder import write_graph
 
-    from .wrapper import SelectedHeads
+        return write_graph(loaded, heads, path, attention=attention, norms=norms, truncate=truncate, opset=opset)
+    if exporter == "optimum":
+        from .reference import export_graph
 
-    module = SelectedHeads(loaded.model, heads, attention=attention, norms=norms, truncate=truncate).eval()
-    names = ["head_z"] + (["head_attn"] if attention else []) + (["head_fnorm"] if norms else [])
-    if not truncate:
-        names.append("last_hidden_state")
-    config = _onnx_config_class()(loaded.model.config, names)
-    # export_pytorch sets return_dict on the config it is given; leave the caller's model as it was.
-    saved_return_dict = loaded.model.config.return_dict
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            optimum_export(model=module, config=config, output=path, opset=opset, device="cpu")
-    except HeadsegError:
-        raise
-    except Exception as exc:
-        raise ArtifactError(f"ONNX export failed: {type(exc).__name__}: {first_line(exc)}") from None
-    finally:
-        loaded.model.config.return_dict = saved_return_dict
-    return names
+        return export_graph(loaded, heads, path, attention=attention, norms=norms, truncate=truncate, opset=opset)
+    raise ArtifactError(f"unknown exporter '{exporter}' (use {', '.join(EXPORTERS)})")
 
 
 def convert_precision(src: Path, dst: Path, precision: str) -> None:
@@ -133,40 +89,75 @@ def convert_precision(src: Path, dst: Path, precision: str) -> None:
     if precision == "fp32":
         shutil.copyfile(src, dst)
     elif precision == "int8":
+        import onnx
+
+        _ort()  # imported through runtime, so that its telemetry is off before quantisation runs
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
-        # Weights-only dynamic quantisation of the MatMuls: activations are
-        # quantised on the fly, so no calibration data is needed.
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"], per_channel=True)
+        keep = [n.name for n in onnx.load(str(src)).graph.node if n.name.endswith(KEEP_FP32)]
+        with quiet_tools():
+            # Weights-only dynamic quantisation of the MatMuls: activations are
+            # quantised on the fly, so no calibration data is needed.  The selected
+            # heads' own projections stay float32 (KEEP_FP32), as in the torch export.
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"],
+                             per_channel=True, nodes_to_exclude=keep)
     elif precision == "fp16":
         import onnx
+
+        _ort()
         from onnxruntime.transformers.float16 import convert_float_to_float16
 
         model = onnx.load(str(src))
-        # keep_io_types: callers keep feeding int64 ids and reading float32 outputs.
-        half = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
+        with quiet_tools():
+            # keep_io_types: callers keep feeding int64 ids and reading float32 outputs.
+            half = convert_float_to_float16(model, keep_io_types=True, disable_shape_infer=False)
         onnx.save(half, str(dst))
     else:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
 
 
-def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[str], device: str = "cpu") -> dict:
-    """Max abs error of ``head_z`` (and the other outputs) vs the torch backend on sample windows."""
+def _reference(loaded: LoadedModel, windows, heads, outputs: Sequence[str], fp32_graph: Path | None):
+    """``(name, {output: array})`` to measure against: torch if loaded already, else the fp32 graph, else None."""
+    if loaded.has_weights:
+        from headseg.analysis.capture import TorchBackend
+
+        ref = TorchBackend(loaded, device="cpu").capture(windows, heads=heads, attention="head_attn" in outputs,
+                                                         norms="head_fnorm" in outputs)
+        return "torch fp32 cpu", {"head_z": ref.z, "head_attn": ref.attn, "head_fnorm": ref.fnorm}
+    if fp32_graph is not None:
+        got = OnnxSession(fp32_graph, device="cpu").run_batch(windows, loaded.tokenizer.pad_token_id or 0,
+                                                              list(outputs))
+        return "fp32 graph cpu", got
+    return None, None
+
+
+def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[str], device: str = "cpu",
+                   fp32_graph: Path | None = None) -> dict:
+    """Max abs error of ``head_z`` (and the other outputs) of ``graph`` on sample windows.
+
+    The reference is the torch backend where the model's torch weights are
+    loaded already, else ``fp32_graph`` (what a converted graph came from);
+    with neither, ``{"not_measured": why}``.
+    """
     windows = windows_from_text(PARITY_TEXT, loaded.tokenizer, max_tokens=24)
     windows += windows_from_text(PARITY_TEXT, loaded.tokenizer, max_tokens=64)[:2]
-    want_attn = "head_attn" in outputs
-    want_norms = "head_fnorm" in outputs
-    ref = TorchBackend(loaded, device="cpu").capture(windows, heads=heads, attention=want_attn, norms=want_norms)
+    name, ref = _reference(loaded, windows, heads, outputs, fp32_graph)
+    if ref is None:
+        return {"reference": "none", "device": device,
+                "not_measured": "the fp32 graph is the reference (torch is not loaded to compare with)"}
     sess = OnnxSession(graph, device=device)
     got = sess.run_batch(windows, loaded.tokenizer.pad_token_id or 0, list(outputs))
-    mask = ref.attention_mask
-    zr, zg = ref.z, got["head_z"]
+    t = max(len(w) for w in windows)
+    mask = np.zeros((len(windows), t), dtype=bool)
+    for i, w in enumerate(windows):
+        mask[i, : len(w)] = True
+    zr, zg = ref["head_z"], got["head_z"]
     num = (zr * zg).sum(-1)
     den = np.linalg.norm(zr, axis=-1) * np.linalg.norm(zg, axis=-1)
     real = np.broadcast_to(mask[:, None, :], num.shape)
     cos = num[real] / np.maximum(den[real], 1e-12)
     out = {
-        "reference": "torch fp32 cpu",
+        "reference": name,
         "device": sess.device,
         "windows": len(windows),
         "tokens": int(mask.sum()),
@@ -175,10 +166,10 @@ def measure_parity(loaded: LoadedModel, graph: Path, heads, outputs: Sequence[st
         "z_max_abs_value": float(np.abs(zr).max()),
         "z_min_cosine": float(cos.min()),
     }
-    if want_attn:
-        out["attn_max_abs_error"] = float(np.abs((ref.attn - got["head_attn"]) * mask[:, None, :, None]).max())
-    if want_norms:
-        out["fnorm_max_abs_error"] = float(np.abs((ref.fnorm - got["head_fnorm"]) * mask[:, None, :]).max())
+    if "head_attn" in outputs:
+        out["attn_max_abs_error"] = float(np.abs((ref["head_attn"] - got["head_attn"]) * mask[:, None, :, None]).max())
+    if "head_fnorm" in outputs:
+        out["fnorm_max_abs_error"] = float(np.abs((ref["head_fnorm"] - got["head_fnorm"]) * mask[:, None, :]).max())
     return out
 
 
@@ -261,6 +252,9 @@ def export_artifact(
     parity_device: str = "cpu",
     profile=None,
     progress: bool = False,
+    exporter: str = "builder",
+    force: bool = False,
+    owned: bool = False,
 ) -> Manifest:
     """Export, convert, check parity and write the artifact into ``out_dir``.
 
@@ -268,34 +262,38 @@ def export_artifact(
     :class:`~headseg.analysis.profile.HeadProfile` ``profile``, if given) and
     ``manifest.json``.  Everything is built in a temporary directory beside
     ``out_dir`` and moved in at the end, manifest last, so an interrupted export
-    never looks like an artifact.
+    never looks like an artifact.  ``out_dir`` must be new, empty or an artifact
+    already (any other folder only with ``force``, and a file headseg did not
+    write is never replaced: :func:`~.artifact.check_out_dir`).  ``exporter``:
+    ``"builder"`` (from the weights, no torch) or ``"optimum"`` (the reference).
+    ``owned``: the folder is headseg's own (in the cache), not checked.
     """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
     info = loaded.info
     heads = tuple(sorted((int(l), int(h)) for l, h in heads))
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ArtifactError(f"--out {out}: exists and is not a directory")
+    if not owned:
+        check_out_dir(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_temporaries(out)
     tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(out), dir=str(out.parent)))
     bar = progress_bar(total=3, desc="export", disable=not progress, unit="step")
     try:
         fp32 = tmp / "fp32.onnx"
-        names = export_graph(loaded, heads, fp32, attention=attention, norms=norms, truncate=truncate, opset=opset)
+        names = write_fp32_graph(loaded, heads, fp32, attention, norms, truncate, opset, exporter)
         bar.update(1)
         final = tmp / GRAPH_NAME
         if precision == "fp32":
             fp32.rename(final)
         else:
             convert_precision(fp32, final, precision)
-            fp32.unlink()
         bar.update(1)
+        source = None if precision == "fp32" else fp32
         if precision == "fp16" and parity_device == "cpu":
-            parity = _parity_or_note(loaded, final, heads, names, "cpu")
+            parity = _parity_or_note(loaded, final, heads, names, "cpu", source)
         else:
-            parity = measure_parity(loaded, final, heads, names, device=parity_device)
+            parity = measure_parity(loaded, final, heads, names, device=parity_device, fp32_graph=source)
         if precision == "fp32" and parity.get("z_max_abs_error", 0.0) > 1e-3:
             raise ArtifactError(
                 f"exported graph disagrees with torch (max abs error {parity['z_max_abs_error']:.3g}); not saved"
@@ -320,7 +318,7 @@ def export_artifact(
             head_dim=info.head_dim,
             graph_sha256=file_sha256(final),
             graph_bytes=final.stat().st_size,
-            versions=package_versions(),
+            versions=package_versions(exporter),
             parity=parity,
             weights_digest=loaded.weights_digest or "",
             num_heads=info.num_heads,
@@ -328,12 +326,19 @@ def export_artifact(
             max_positions=info.max_positions,
             model_type=info.model_type,
         )
+        if not owned:
+            check_out_dir(out, force)  # again: the folder may have changed during the export
         out.mkdir(parents=True, exist_ok=True)
-        # A stale manifest must not describe the new files while they are being moved in.
+        # A stale manifest must not describe the new files while they are being moved in;
+        # check_out_dir let only an artifact's own files (or none) through.
         (out / MANIFEST_NAME).unlink(missing_ok=True)
-        for name in (GRAPH_NAME, PROFILE_NAME, "tokenizer.json", "tokenizer_config.json"):
+        for name in ARTIFACT_FILES:
+            if name == MANIFEST_NAME:
+                continue
             if (tmp / name).is_file():
                 os.replace(tmp / name, out / name)
+            else:  # an earlier export's file (a profile.json) must not outlive it
+                (out / name).unlink(missing_ok=True)
         atomic_write_json(out / MANIFEST_NAME, manifest.to_dict())
         bar.update(1)
         return manifest
@@ -342,9 +347,9 @@ def export_artifact(
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _parity_or_note(loaded, graph, heads, names, device) -> dict:
+def _parity_or_note(loaded, graph, heads, names, device, fp32_graph) -> dict:
     """fp16 targets the GPU; on CPU its parity is measured if onnxruntime can run it at all."""
     try:
-        return measure_parity(loaded, graph, heads, names, device=device)
+        return measure_parity(loaded, graph, heads, names, device=device, fp32_graph=fp32_graph)
     except HeadsegError as exc:
-        return {"reference": "torch fp32 cpu", "device": device, "not_measured": str(exc)}
+        return {"reference": "fp32", "device": device, "not_measured": str(exc)}

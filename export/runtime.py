@@ -8,11 +8,28 @@ GPU.  :mod:`.policy` decides from the probe where serving runs;
 
 from __future__ import annotations
 
+import contextlib
+
+
+_telemetry_off = False
+
 
 def _ort():
-    """The ``onnxruntime`` module, imported on first use (an :class:`ImportError` where it is missing)."""
+    """The ``onnxruntime`` module, imported on first use (an :class:`ImportError` where it is missing).
+
+    Its telemetry is switched off before anything runs (``disable_telemetry_events``,
+    onnxruntime's documented switch; it sends events only on Windows builds),
+    since offline means no call out at all; every session and the quantiser get
+    onnxruntime through here.
+    """
+    global _telemetry_off
     import onnxruntime as ort
 
+    if not _telemetry_off:
+        off = getattr(ort, "disable_telemetry_events", None)
+        if off is not None:
+            off()
+        _telemetry_off = True
     return ort
 
 
@@ -32,3 +49,51 @@ def cuda_provider_works() -> bool:
     except OSError:
         return False
     return True
+
+
+class _ModuleLogging:
+    """Stands in for the ``logging`` module inside onnxruntime's tools while they run (see :func:`quiet_tools`).
+
+    ``logging.info(...)`` at module level configures the root logger (a
+    ``basicConfig`` handler) when it has none: the host's logging would change.
+    Here the same calls go to the ``headseg.onnxruntime`` logger, which keeps them.
+    """
+
+    def __init__(self, real):
+        self._real = real
+        self._log = real.getLogger("headseg.onnxruntime")
+
+    def __getattr__(self, name):
+        if name in ("debug", "info", "warning", "warn", "error", "exception", "critical", "log"):
+            return getattr(self._log, "warning" if name == "warn" else name)
+        return getattr(self._real, name)
+
+
+@contextlib.contextmanager
+def quiet_tools(prefixes: tuple[str, ...] = ("onnxruntime.quantization", "onnxruntime.transformers")):
+    """While onnxruntime's quantiser or fp16 converter runs: its log calls kept off stderr and the root logger.
+
+    The loaded modules of those packages see a stand-in ``logging`` for the
+    duration and get the real one back afterwards; Python warnings they raise
+    are ignored.
+    """
+    import logging
+    import sys
+    import warnings
+
+    log = logging.getLogger("headseg.onnxruntime")
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+        log.propagate = False  # the host's handlers never see the tools' chatter
+    shim = _ModuleLogging(logging)
+    swapped = [m for name, m in list(sys.modules.items())
+               if name.startswith(prefixes) and getattr(m, "logging", None) is logging]
+    for m in swapped:
+        m.logging = shim
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for m in swapped:
+            m.logging = logging

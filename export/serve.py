@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from headseg.analysis.cache import cache_root, file_lock, writable_dir
-from headseg.analysis.errors import ArtifactError, first_line
+from headseg.analysis.cache import cache_root, cache_unsafe, file_lock, make_private, private_dir, writable_dir
+from headseg.analysis.errors import ArtifactError, ModelError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 
@@ -31,13 +31,38 @@ from .policy import precision_preference, serving_device
 logger = logging.getLogger("headseg")
 
 
-def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str]) -> Path | None:
-    """The first cached artifact directory with a manifest, in ``precisions`` order."""
+def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str],
+                weights_digest: str | None = None) -> Path | None:
+    """The first cached artifact directory with a manifest, in ``precisions`` order.
+
+    Raises :class:`ArtifactError` for one that another user could have written
+    (see :func:`~headseg.analysis.cache.cache_unsafe`): its graph is not run.
+    """
     for p in precisions:
-        d = cache_dir(fingerprint, profile_hash, p)
+        d = cache_dir(fingerprint, profile_hash, p, weights_digest)
         if (d / "manifest.json").is_file():
+            why = cache_unsafe(d, files=True)
+            if why:
+                raise ArtifactError(f"refusing the cached artifact {d}: {why} (the cache must be yours alone: "
+                                    f"chmod -R go-w {cache_root()}, or set HEADSEG_CACHE)")
             return d
     return None
+
+
+def cache_target(loaded: LoadedModel, profile_hash: str, precision: str) -> Path:
+    """The cache folder an export of ``loaded`` goes to, its parents made private; :class:`ArtifactError` if unsafe."""
+    target = cache_dir(loaded.info.fingerprint, profile_hash, precision, loaded.weights_digest)
+    why = cache_unsafe(target.parent)
+    if why:
+        raise ArtifactError(f"refusing to export into the cache: {why} (the cache must be yours alone: "
+                            f"chmod -R go-w {cache_root()}, or set HEADSEG_CACHE)")
+    try:
+        private_dir(target.parent)
+    except OSError:
+        pass  # reported just below, as a cache that cannot be written
+    if not writable_dir(target.parent):
+        raise ArtifactError(f"the cache {cache_root()} cannot be written (set HEADSEG_CACHE to a writable folder)")
+    return target
 
 
 def artifact_profile(artifact: str | os.PathLike, loaded: LoadedModel | None = None) -> HeadProfile:
@@ -56,14 +81,13 @@ def artifact_profile(artifact: str | os.PathLike, loaded: LoadedModel | None = N
 
 
 def export_available() -> str | None:
-    """None if this installation can export ONNX graphs, else why not."""
-    for mod in ("optimum", "onnx", "torch"):
+    """None if this installation can export ONNX graphs (``onnx``, ``onnxruntime``, ``safetensors``), else why not.
+
+    The builder (:mod:`.builder`) needs neither torch nor optimum.
+    """
+    for mod, pkg in (("onnx", "onnx"), ("onnxruntime", "onnxruntime"), ("safetensors", "safetensors")):
         if importlib.util.find_spec(mod) is None:
-            return f"module '{mod}' is missing (pip install 'headseg[export]')"
-    try:
-        import optimum.exporters.onnx  # noqa: F401  # fails on transformers outside optimum-onnx's range
-    except Exception as exc:  # noqa: BLE001 - any import failure means no export here
-        return f"optimum cannot be imported here ({first_line(exc)}); pip install 'headseg[export]'"
+            return f"module '{mod}' is missing (pip install {pkg})"
     return None
 
 
@@ -72,14 +96,12 @@ def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, d
     """Export the profile's heads into the cache once, safely against concurrent exporters; returns the directory.
 
     Raises :class:`ArtifactError` with the reason if it cannot (no export
-    toolchain, a cache that cannot be written).
+    toolchain, a cache that cannot be written or is not private).
     """
     why = export_available()
     if why:
         raise ArtifactError(f"cannot export the ONNX graph: {why}")
-    target = cache_dir(loaded.info.fingerprint, profile.hash(), precision)
-    if not writable_dir(target.parent):
-        raise ArtifactError(f"the cache {cache_root()} cannot be written (set HEADSEG_CACHE to a writable folder)")
+    target = cache_target(loaded, profile.hash(), precision)
     with file_lock(target.parent / f".{target.name}.lock"):
         # Another process may have finished the same export while this one waited.
         if (target / "manifest.json").is_file():
@@ -90,9 +112,12 @@ def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, d
         try:
             export_artifact(loaded, profile.capture_heads, profile.hash(), target, precision=precision,
                             parity_device=device if precision == "fp16" else "cpu", profile=profile,
-                            progress=not quiet)
+                            progress=not quiet, owned=True)
+            make_private(target)
         except OSError as exc:
             raise ArtifactError(f"cannot write the artifact into {target} ({exc.strerror or exc})") from None
+        except ModelError as exc:  # weights the builder cannot read (only a pytorch_model.bin): ONNX cannot serve
+            raise ArtifactError(f"cannot export the ONNX graph: {exc}") from None
     return target
 
 
@@ -113,7 +138,7 @@ def onnx_backend(loaded: LoadedModel, profile: HeadProfile | None, device: str |
         raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact (--artifact)")
     target = serving_device(device)
     prefs = (precision,) if precision else precision_preference(target)
-    directory = find_cached(loaded.info.fingerprint, profile.hash(), prefs)
+    directory = find_cached(loaded.info.fingerprint, profile.hash(), prefs, loaded.weights_digest)
     if directory is not None:
         try:
             return open_for_profile(loaded, directory, target, profile, threads)

@@ -1,4 +1,7 @@
-"""The torch module that becomes the ONNX graph: the selected heads and nothing above them.
+"""The torch module the reference exporter traces: the selected heads and nothing above them.
+
+headseg ships graphs written from the weights by :mod:`.builder`; this module,
+exported by optimum (:mod:`.reference`), is what the tests compare them with.
 
 :class:`SelectedHeads` wraps a BERT-family encoder.  It runs the embeddings and
 layers ``0 .. deepest-1`` unchanged, then, for every layer that holds a selected
@@ -24,10 +27,7 @@ from torch import nn
 
 from headseg.analysis.errors import ModelError
 
-#: Additive bias for padded keys.  Not ``finfo(float32).min`` as transformers uses:
-#: after fp16 conversion that constant becomes -inf and ``0 * -inf`` is NaN.
-#: ``exp(-1e4)`` is exactly 0 in fp32 and fp16, so real tokens see the same softmax.
-MASK_BIAS = -10000.0
+from .graph import MASK_BIAS
 
 
 class SelectedHeads(nn.Module):

@@ -5,24 +5,26 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.cache import file_lock, make_private
+from headseg.analysis.errors import DeviceError, HeadsegError, InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
-from headseg.export.artifact import PRECISIONS, cache_dir
-from headseg.export.policy import default_precision
+from headseg.export.artifact import PRECISIONS, check_out_dir
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
+from headseg.export.policy import precision_preference, serving_device
+from headseg.export.runtime import cuda_provider_works
+from headseg.export.serve import cache_target, export_available
 
 from . import options
 
 
 def check_args(args) -> None:
-    """Flag conflicts and malformed ``--heads``, found before the model loads (exit 2).
+    """Everything refused before the model loads: flag conflicts, malformed ``--heads``, an ``--out``
+    folder headseg could clobber (exit 2), a missing toolchain, a device that cannot serve the precision.
 
     (``headseg`` runs a command's ``check_args`` before its ``run``.)
     """
-    from headseg.analysis.errors import InputError
-
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:
@@ -32,6 +34,12 @@ def check_args(args) -> None:
             parse_heads(args.heads)
         except HeadsegError as exc:
             raise InputError(str(exc)) from None
+    if args.out:
+        check_out_dir(args.out, args.force)
+    why = export_available()
+    if why:
+        raise HeadsegError(f"cannot export the ONNX graph: {why}")
+    check_device(args.device, args.precision)
 
 
 def parse_heads(spec: str) -> list[tuple[int, int]]:
@@ -74,34 +82,45 @@ def profile_for(args, loaded) -> HeadProfile:
     return profile
 
 
+def check_device(device: str, precision: str | None) -> str:
+    """The device the export is checked on, refused before any work if it cannot serve ``precision``.
+
+    ``--device cuda`` without a usable GPU: :class:`DeviceError` (exit 6);
+    fp16 where the device is the CPU: :class:`InputError` (exit 2).
+    """
+    if device == "cuda" and not cuda_provider_works():
+        raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+    target = serving_device(device)
+    if precision == "fp16" and target == "cpu":
+        raise InputError("--precision fp16 is served on CUDA and runs slowly or not at all on this CPU; "
+                         "export fp32 or int8 here, or fp16 with --device cuda on a machine with a GPU")
+    return target
+
+
 def run(args) -> int:
     """Run ``headseg export``: export the profile's heads (to ``--out`` or the cache), print the artifact; exit code."""
-    if args.out and args.cache:
-        raise HeadsegError("give either --out DIR or --cache, not both")
-    loaded = load_model(args.model)
+    # check_args (run first by the command line) refused what can be refused before the model loads
+    device = serving_device(args.device)
+    precision = args.precision or precision_preference(device)[0]
+    # The builder reads model.safetensors itself: torch is not loaded.
+    loaded = load_model(args.model, weights=False)
     profile = profile_for(args, loaded)
     phash = profile.hash()
-    precision = args.precision or default_precision(args.device)
-    out = args.out or cache_dir(loaded.info.fingerprint, phash, precision)
+    out = args.out or cache_target(loaded, phash, precision)
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
     if not args.quiet:
         print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
               f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
-    m = export_artifact(
-        loaded,
-        heads,
-        phash,
-        out,
-        precision=precision,
-        attention=args.attention,
-        norms=args.norms,
-        truncate=not args.no_truncate,
-        opset=args.opset,
-        parity_device=args.device,
-        profile=profile,
-        progress=not args.quiet,
-    )
+    kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=not args.no_truncate,
+                  opset=args.opset, parity_device=device, profile=profile, progress=not args.quiet)
+    if args.out:
+        m = export_artifact(loaded, heads, phash, out, force=args.force, **kwargs)
+    else:
+        # the cache is shared with serving processes: the same lock as their exports
+        with file_lock(out.parent / f".{out.name}.lock"):
+            m = export_artifact(loaded, heads, phash, out, owned=True, **kwargs)
+            make_private(out)
     if args.json:
         print(json.dumps({"artifact": str(out), **m.to_dict()}, indent=2))
         return 0
@@ -110,7 +129,7 @@ def run(args) -> int:
     print(f"  graph {m.graph_bytes / 1e6:.1f} MB, {m.precision}, opset {m.opset}, "
           f"layers exported {m.layers_exported}/{m.num_layers}, outputs {', '.join(m.outputs)}")
     if "z_max_abs_error" in p:
-        print(f"  parity vs torch on {p['windows']} windows ({p['tokens']} tokens, {p['device']}): "
+        print(f"  parity vs {p['reference']} on {p['windows']} windows ({p['tokens']} tokens, {p['device']}): "
               f"max abs error {p['z_max_abs_error']:.3g} (|z| up to {p['z_max_abs_value']:.3g}), "
               f"min cosine {p['z_min_cosine']:.6f}")
     else:
@@ -134,6 +153,8 @@ def register(sub) -> None:
     p.add_argument("--heads", metavar="L:H,...", default=None, help="export these heads instead of a profile")
     p.add_argument("--out", metavar="DIR", default=None, help="artifact directory (default: the cache)")
     p.add_argument("--cache", action="store_true", help="write into the cache (the default when --out is omitted)")
+    p.add_argument("--force", action="store_true",
+                   help="write into an --out folder that holds other files (never replacing one headseg did not write)")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="fp32 (exactly the torch path's boundaries); fp16 (for GPUs); int8 (dynamic quantisation, "
                         "for CPUs); default: what `segment` serves on --device (int8 on CPU, fp16 on CUDA)")
