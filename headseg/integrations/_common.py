@@ -65,6 +65,13 @@ class SegmenterRunner:
             return []
         return self.segmenter.segment_many(list(texts), self.options)
 
+    async def asegment_many(self, texts: Sequence[str]) -> list[Segmentation]:
+        """:meth:`segment_many` for asyncio (:meth:`Segmenter.asegment_many`): the event loop is never
+        blocked, and concurrent calls share model calls through one batcher."""
+        if not texts:
+            return []
+        return await self.segmenter.asegment_many(list(texts), self.options)
+
 
 def page_numbers(text: str, result: Segmentation) -> list[int]:
     """Page (1-based, pages separated by form feeds) on which each segment's first non-form-feed character lies."""

@@ -55,6 +55,19 @@ class HeadsegDocumentSplitter:
     @component.output_types(documents=list[Document])
     def run(self, documents: list[Document]) -> dict[str, list[Document]]:
         """Split ``documents``; returns ``{"documents": [chunks, in document order]}``."""
+        todo = self._todo(documents)
+        # one call for all documents, so the model batches across them
+        return self._chunks(todo, self.runner.segment_many([d.content for d in todo]))
+
+    @component.output_types(documents=list[Document])
+    async def run_async(self, documents: list[Document]) -> dict[str, list[Document]]:
+        """:meth:`run` for Haystack's async pipelines, on :meth:`Segmenter.asegment_many` (the event loop
+        is never blocked; concurrent runs share the model through one batcher)."""
+        todo = self._todo(documents)
+        return self._chunks(todo, await self.runner.asegment_many([d.content for d in todo]))
+
+    def _todo(self, documents: list[Document]) -> list[Document]:
+        """The documents to split, after checking them (empty ones dropped with ``skip_empty_documents``)."""
         if not isinstance(documents, list) or any(not isinstance(d, Document) for d in documents):
             raise TypeError("HeadsegDocumentSplitter expects a list of Documents")
         todo = []
@@ -64,9 +77,12 @@ class HeadsegDocumentSplitter:
             if doc.content == "" and self.skip_empty_documents:
                 continue
             todo.append(doc)
+        return todo
+
+    def _chunks(self, todo: list[Document], results: list) -> dict[str, list[Document]]:
+        """``{"documents": [...]}``: one Document per segment, with its source, index, offset and page."""
         out = []
-        # one call for all documents, so the model batches across them
-        for doc, result in zip(todo, self.runner.segment_many([d.content for d in todo])):
+        for doc, result in zip(todo, results):
             for i, (s, page) in enumerate(zip(result, page_numbers(doc.content, result))):
                 meta = deepcopy(doc.meta)
                 meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page)

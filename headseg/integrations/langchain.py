@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
@@ -70,12 +70,26 @@ class HeadsegTextSplitter(TextSplitter):
     def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
         """One Document per segment of each text, with a copy of its metadata and, with ``add_start_index``,
         ``start_index`` and ``end_index``."""
-        texts = list(texts)
-        if metadatas is not None and len(metadatas) != len(texts):
-            raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
-        out = []
+        texts = _checked_texts(texts, metadatas)
         # one call for all texts, so the model batches across documents
-        for i, result in enumerate(self.runner.segment_many(texts)):
+        return self._documents(self.runner.segment_many(texts), metadatas)
+
+    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
+        """:meth:`create_documents` for ``documents``' texts and metadata."""
+        docs = list(documents)
+        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+
+    async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+        """:meth:`split_documents` for asyncio, on :meth:`Segmenter.asegment_many` (not in a thread of
+        LangChain's executor): concurrent calls share the model through one batcher."""
+        docs = list(documents)
+        metadatas = [d.metadata for d in docs]
+        return self._documents(await self.runner.asegment_many([d.page_content for d in docs]), metadatas)
+
+    def _documents(self, results: list, metadatas: list[dict[Any, Any]] | None) -> list[Document]:
+        """One Document per segment of each result, with a copy of its text's metadata and the offsets."""
+        out = []
+        for i, result in enumerate(results):
             for s in result:
                 meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
                 if self._add_start_index:
@@ -84,10 +98,13 @@ class HeadsegTextSplitter(TextSplitter):
                 out.append(Document(page_content=s.text, metadata=meta))
         return out
 
-    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
-        """:meth:`create_documents` for ``documents``' texts and metadata."""
-        docs = list(documents)
-        return self.create_documents([d.page_content for d in docs], [d.metadata for d in docs])
+
+def _checked_texts(texts: Iterable[str], metadatas: list | None) -> list[str]:
+    """``texts`` as a list, after checking that ``metadatas`` (if given) has one entry per text."""
+    texts = list(texts)
+    if metadatas is not None and len(metadatas) != len(texts):
+        raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
+    return texts
 
 
 def _langchain_limits(options: dict[str, Any], chunk_size: int | None,

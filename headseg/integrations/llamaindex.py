@@ -95,10 +95,18 @@ class HeadsegNodeParser(_OptionFields):
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> List[BaseNode]:
         nodes = list(nodes)
-        texts = [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
-        out: List[BaseNode] = []
         # one call for all texts, so the model batches across documents
-        results = self._runner.segment_many(texts)
+        return self._children(nodes, self._runner.segment_many(_texts(nodes)), show_progress)
+
+    async def _aparse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False,
+                            **kwargs: Any) -> List[BaseNode]:
+        # aget_nodes_from_documents: on Segmenter.asegment_many, the event loop never blocked
+        nodes = list(nodes)
+        return self._children(nodes, await self._runner.asegment_many(_texts(nodes)), show_progress)
+
+    def _children(self, nodes: List[BaseNode], results: list, show_progress: bool) -> List[BaseNode]:
+        """The child nodes of each node's segments, with headseg's offsets."""
+        out: List[BaseNode] = []
         for node, result in get_tqdm_iterable(list(zip(nodes, results)), show_progress, "Parsing nodes"):
             children = build_nodes_from_splits([s.text for s in result], node, id_func=self.id_func)
             for child, s in zip(children, result):
@@ -116,3 +124,8 @@ class HeadsegNodeParser(_OptionFields):
         for n, (a, b) in zip(nodes, offsets):
             n.start_char_idx, n.end_char_idx = a, b
         return nodes
+
+
+def _texts(nodes: Sequence[BaseNode]) -> list[str]:
+    """The plain text of each node (no metadata), as the splitter sees it."""
+    return [n.get_content(metadata_mode=MetadataMode.NONE) for n in nodes]
