@@ -55,6 +55,7 @@ def check_args(args) -> None:
     check_output_path(args.save, inputs, what="--save", ours=is_saved_inspection, force=args.force)
     if args.force and not args.save:
         raise InputError("--force goes with --save")
+    options.require(*options.TORCH_MODULES)  # a missing extra is named before the model is looked for
     # the model's shape from its config.json: a bad --layer or --head costs no weight loading
     layers, heads, max_positions = options.model_limits(args.model)
     if not -layers <= args.layer < layers:
@@ -64,7 +65,6 @@ def check_args(args) -> None:
         raise InputError(f"--head {args.head} is out of range: the model has heads 0..{heads - 1}")
     if args.max_tokens > max_positions:
         raise InputError(f"--max-tokens {args.max_tokens} is over the model's limit of {max_positions} tokens")
-    options.require(*options.TORCH_MODULES)
 
 
 def run(args) -> int:

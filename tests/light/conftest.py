@@ -41,8 +41,12 @@ def child_env(**extra: str) -> dict:
 
 
 def run_py(code: str, env: dict | None = None, cwd: str | os.PathLike | None = None) -> subprocess.CompletedProcess:
-    """``python -c code`` in a child process; stdout and stderr captured apart."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+    """``python -I -c code`` in a child process; stdout and stderr captured apart.
+
+    ``-I``: the checkout's own ``headseg/`` folder (the current directory) must not shadow
+    the installed package, whose subpackages live in other folders of the checkout.
+    """
+    return subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=600,
                           env=env or child_env(), cwd=cwd)
 
 
