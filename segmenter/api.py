@@ -41,7 +41,8 @@ from .lines import heading_units, starts_same_line
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
                      segment_batch)
-from .topics import TopicParams, topic_boundaries
+from . import topics
+from .topics import TopicParams
 from .units import UnitParams, find_units
 
 __all__ = ["Segmenter", "DocumentError", "TopicParams", "SegmentOptions", "DEFAULT_BATCH_DOCS", "DEFAULT_BATCH_CHARS"]
@@ -239,12 +240,12 @@ class Segmenter:
 
     def _topic_segmentation(self, d: _Document, x: np.ndarray, opts: SegmentOptions) -> Segmentation:
         """Topic segments of one document from its unit vectors ``x [U, D]``."""
-        cuts, scores = self.topic_cuts(x, d.text, d.doc, d.units, opts, d.measure)
+        cuts, scores = self.topic_boundaries(x, d.text, d.doc, d.units, opts, d.measure)
         return d.measure.counted(Segmentation.from_boundaries(
             d.text, [d.units[c][0] for c in cuts], scores, level="topic",
             meta={"units": len(d.units), "profile": self.profile.hash()}))
 
-    def topic_cuts(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
+    def topic_boundaries(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
                    opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
         """Unit indices that open topic segments 2..m of ``text``, and their boundary strengths.
 
@@ -258,8 +259,8 @@ class Segmenter:
         same_line = starts_same_line(text, units)
         headings = heading_units(text, units, tokens, self.params.heading_tokens, same_line=same_line)
         limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens)
-        return topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
-                                headings=headings, limits=limits)
+        return topics.topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens,
+                                       same_line=same_line, headings=headings, limits=limits)
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",
