@@ -62,6 +62,10 @@ DATASETS = (
     ("lectures_ai", "lectures_ai"),
     ("lectures_physics", "lectures_physics"),
     ("dialseg711", "dialseg711"),
+    ("clinical_dev", "clinical_dev"),
+    ("meetings_ami_dev", "meetings_ami_dev"),
+    ("meetings_qmsum_dev", "meetings_qmsum_dev"),
+    ("manifestos", "../corpus"),
 )
 
 #: Documents per data set in the default run (first N in natural file order),
@@ -73,6 +77,7 @@ DEFAULT_LIMITS = {
     "choi/3/3-11": 10,
     "lectures_ai": 2, "lectures_physics": 2,
     "dialseg711": 30,
+    "clinical_dev": 5, "meetings_ami_dev": 2, "meetings_qmsum_dev": 2, "manifestos": 1,
 }
 
 
