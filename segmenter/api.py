@@ -36,7 +36,7 @@ from headseg.export.serve import artifact_profile
 
 from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
-from .limits import SizeLimits, TokenMeasure, split_oversized
+from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
 from .lines import heading_units, starts_same_line
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
@@ -241,9 +241,11 @@ class Segmenter:
     def _topic_segmentation(self, d: _Document, x: np.ndarray, opts: SegmentOptions) -> Segmentation:
         """Topic segments of one document from its unit vectors ``x [U, D]``."""
         cuts, scores = self.topic_boundaries(x, d.text, d.doc, d.units, opts, d.measure)
+        meta = {"units": len(d.units), "profile": self.profile.hash()}
+        if opts.overlap:
+            meta["chunks"] = overlap_chunks(d.units, cuts, opts.overlap, d.measure, opts.max_chars, opts.max_tokens)
         return d.measure.counted(Segmentation.from_boundaries(
-            d.text, [d.units[c][0] for c in cuts], scores, level="topic",
-            meta={"units": len(d.units), "profile": self.profile.hash()}))
+            d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
 
     def topic_boundaries(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
                    opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
@@ -258,7 +260,7 @@ class Segmenter:
         tokens = r[:, 1] - r[:, 0]
         same_line = starts_same_line(text, units)
         headings = heading_units(text, units, tokens, self.params.heading_tokens, same_line=same_line)
-        limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens)
+        limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
         return topics.topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens,
                                        same_line=same_line, headings=headings, limits=limits)
 

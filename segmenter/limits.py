@@ -152,25 +152,56 @@ class SizeLimits:
     min_chars: float | None = None
     max_tokens: float | None = None
     fits: Callable[[int, int], bool] | None = None
+    #: soft size target in the token column's units (:meth:`length_prior`); None: no target
+    target_tokens: float | None = None
 
     @classmethod
     def of(cls, units: Sequence[tuple[int, int]], measure: "TokenMeasure", max_chars: int | None,
-           min_chars: int | None, max_tokens: int | None) -> "SizeLimits | None":
-        """The limits of ``units`` (character spans), or None when no limit is set."""
-        if max_chars is None and max_tokens is None and min_chars is None:
+           min_chars: int | None, max_tokens: int | None, target_tokens: float | None = None) -> "SizeLimits | None":
+        """The limits of ``units`` (character spans), or None when no limit or target is set.
+
+        ``target_tokens`` without ``max_tokens`` adds the token column with no cap
+        (an infinite limit), so the target is measured like the limit would be.
+        """
+        if max_chars is None and max_tokens is None and min_chars is None and target_tokens is None:
             return None
         # The search runs on characters (max_chars, min_chars) and forbids spans over
         # the token limit on the side, so min_chars stays in characters.
         sizes = np.asarray([b - a for a, b in units], dtype=np.float64)
-        token_limit, fits = None, None
-        if max_tokens is not None:
-            toks, token_limit = measure.additive_sizes(units, max_tokens)
+        token_limit, fits, target = None, None, None
+        if max_tokens is not None or target_tokens is not None:
+            cap = max_tokens if max_tokens is not None else 2 ** 62
+            toks, token_limit = measure.additive_sizes(units, cap)
             sizes = np.stack([sizes, toks], axis=1)
-            if not measure.exact:
+            if target_tokens is not None:
+                # a counter's per-string overhead is charged once per segment, as for the limit
+                target = max(float(target_tokens) - (cap - token_limit), 1.0)
+            if max_tokens is None:
+                token_limit = np.inf
+            elif not measure.exact:
                 def fits(a: int, b: int) -> bool:
                     return measure.span(units[a][0], units[b - 1][1]) <= max_tokens
         return cls(sizes, None if max_chars is None else float(max_chars),
-                   None if min_chars is None else float(min_chars), token_limit, fits)
+                   None if min_chars is None else float(min_chars), token_limit, fits, target)
+
+    def length_prior(self, beta: np.ndarray):
+        """The size target as an extra cost of each segment, or None without a target.
+
+        A segment of ``T`` tokens starting at item ``a`` pays ``beta[a] · ((T − target) / target)²``
+        (``beta [n + 1]``: the search's per-start penalty): one more segment's price at twice or at
+        none of the target, a small fraction of it near the target, so the boundaries still
+        go where the topic turns (docs/segmenter.md has the measurements).
+        Returns ``(starts [m], end) -> [m]`` for :func:`~headseg.segmenter.search.partition_penalised`.
+        """
+        if self.target_tokens is None or self.sizes.ndim != 2:
+            return None
+        ct = np.concatenate([[0.0], np.cumsum(self.sizes[:, 1])])
+        target = float(self.target_tokens)
+
+        def prior(a: np.ndarray, b: int) -> np.ndarray:
+            return beta[a] * np.square((ct[b] - ct[a] - target) / target)
+
+        return prior
 
     @property
     def caps(self) -> tuple[float | None, ...]:
@@ -190,10 +221,40 @@ class SizeLimits:
 
     def cost(self, x: np.ndarray, max_units: int, weights: np.ndarray | None = None) -> SegmentCost:
         """The search's segment cost over items ``x [n, D]`` under these limits."""
-        if self.sizes.ndim == 2:
+        if self.sizes.ndim == 2 and np.isfinite(self.max_tokens):
             return TwoLimitCost(x, self.sizes[:, 0], self.sizes[:, 1], self.max_chars, float(self.max_tokens),
                                 self.min_chars, max_units, weights)
-        return SegmentCost(x, self.sizes, self.max_chars, self.min_chars, max_units, weights)
+        chars = self.sizes if self.sizes.ndim == 1 else self.sizes[:, 0]
+        return SegmentCost(x, chars, self.max_chars, self.min_chars, max_units, weights)
+
+
+def overlap_chunks(units: Sequence[tuple[int, int]], cuts: Sequence[int], overlap: int, measure: "TokenMeasure",
+                   max_chars: int | None, max_tokens: int | None) -> list[list[int]]:
+    """``[start, end]`` of each segment's overlapped chunk: the segment (opened at unit ``cuts[i - 1]``,
+    the first at 0) preceded by up to ``overlap`` units of the segment before it, as many as the
+    chunk can hold within ``max_chars`` and ``max_tokens`` (counted by ``measure``).
+
+    Segment ``i`` is ``text[start_i:end_i]`` with ``start_i = units[cuts[i - 1]][0]`` (0 for the first)
+    and ``end_i`` the next segment's start (the text's end for the last); its chunk is
+    ``text[chunk_start:end_i]``, ``chunk_start`` the start of the earliest repeated unit, so
+    ``text[chunk_start:start_i]`` is the repeated text (empty when nothing fits).
+    """
+    n_text = len(measure.text)
+    edges = [0, *cuts, len(units)]
+    starts = [0] + [units[c][0] for c in cuts]
+    out = []
+    for i in range(len(edges) - 1):
+        end = starts[i + 1] if i + 1 < len(starts) else n_text
+        chunk_start = starts[i]
+        if i > 0:
+            for u in range(edges[i] - 1, max(edges[i] - overlap, edges[i - 1]) - 1, -1):
+                s = starts[i - 1] if u == edges[i - 1] else units[u][0]
+                if (max_chars is not None and end - s > max_chars) or \
+                        (max_tokens is not None and measure.span(s, end) > max_tokens):
+                    break
+                chunk_start = s
+        out.append([int(chunk_start), int(end)])
+    return out
 
 
 def repair_cuts(cost: SegmentCost, cuts: list[int], fits: Callable[[int, int], bool]) -> list[int]:

@@ -27,6 +27,10 @@ from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
 #: what :meth:`Segmenter.segment` returns: topic segments or sentence-like units
 LEVELS = ("topic", "unit")
 
+#: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
+#: (chosen on the dev retrieval corpora, docs/segmenter.md)
+TARGET_FRACTION = 0.6
+
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
 
 
@@ -64,6 +68,18 @@ class SegmentOptions:
     penalty: float | None = field(default=None, metadata=_flag(
         "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.3; "
                      "higher = fewer segments; docs/segmenter.md)", type=float))
+    #: soft size target in the same tokens as ``max_tokens``: the search pays for a segment's
+    #: distance from it, so segments come out about this size, cut where topics turn
+    #: (None: ``TARGET_FRACTION`` of ``max_tokens`` when that is given, else no target)
+    target_tokens: int | None = field(default=None, metadata=_flag(
+        "--target-tokens", "aim segments at about this many tokens (soft; default 0.6 x --max-tokens "
+                           "when that is given; docs/segmenter.md)", type=int))
+    #: each chunk also repeats up to this many units (sentences) of the text before it, within the
+    #: hard limits; the segments still tile the text, the overlapped chunks are in
+    #: ``result.meta["chunks"]`` (None or 0: no overlap)
+    overlap: int | None = field(default=None, metadata=_flag(
+        "--overlap", "also repeat up to N sentences before each segment (within the limits) in "
+                     "meta['chunks'] and the adapters' chunks", type=int, metavar="N"))
     #: what ``max_tokens`` counts: a callable ``str -> int``, a tokenizer, or a
     #: local Hugging Face tokenizer directory or cached model name
     #: (:func:`headseg.segmenter.tokens.resolve_token_counter`); None: the model's tokens
@@ -109,6 +125,14 @@ class SegmentOptions:
         validate_options(values, label=lambda name: _cli(name)["flag"])
         return cls(**values)
 
+    @property
+    def size_target(self) -> float | None:
+        """The soft size target of the search in ``max_tokens``' units: ``target_tokens``, else
+        :data:`TARGET_FRACTION` of ``max_tokens``, else None (no target)."""
+        if self.target_tokens is not None:
+            return float(self.target_tokens)
+        return None if self.max_tokens is None else TARGET_FRACTION * self.max_tokens
+
     def settings(self) -> dict[str, Any]:
         """The command-line options as plain values (a resumed run must match them)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if "cli" in f.metadata}
@@ -120,7 +144,7 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     level = values.get("level", "topic")
     if level not in LEVELS:
         raise InputError(f"{label('level')} must be one of {', '.join(LEVELS)} (got '{level}')")
-    for name in ("segments", "min_chars", "max_chars", "max_tokens"):
+    for name in ("segments", "min_chars", "max_chars", "max_tokens", "target_tokens"):
         v = values.get(name)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
             raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
@@ -130,6 +154,14 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     lo, hi = values.get("min_chars"), values.get("max_chars")
     if hi is not None and lo is not None and lo > hi:
         raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")
+    target, cap = values.get("target_tokens"), values.get("max_tokens")
+    if target is not None and cap is not None and target > cap:
+        raise InputError(f"{label('target_tokens')} ({target}) is larger than {label('max_tokens')} ({cap})")
+    ov = values.get("overlap")
+    if ov is not None and (isinstance(ov, bool) or not isinstance(ov, (int, np.integer)) or ov < 0):
+        raise InputError(f"{label('overlap')} must be a non-negative integer (got {ov!r})")
+    if ov and level != "topic":
+        raise InputError(f"{label('overlap')} goes with {label('level')} topic, not {level}")
     p = values.get("penalty")
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
                           or not math.isfinite(p) or p < 0):

@@ -108,11 +108,13 @@ def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
 
 
 def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
-                penalty: float | None = None, tokens=None) -> list[int]:
+                penalty: float | None = None, tokens=None, prior=None) -> list[int]:
     """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
 
     ``tokens [n]`` (the units' token counts) add the short-segment surcharge
     (:class:`TopicParams` ``short_surcharge``) to the penalised search.
+    ``prior``: ``beta -> extra`` (:meth:`SizeLimits.length_prior`), a size target's cost
+    added to the penalised search (None: none).
     """
     if segments is not None:
         return partition_k(cost, min(segments, cost.n))
@@ -127,6 +129,10 @@ def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments:
 
         def extra(a: np.ndarray, b: int) -> np.ndarray:
             return beta[a] * rate * np.maximum(0.0, 1.0 - (ct[b] - ct[a]) / full)
+    size = None if prior is None else prior(beta)
+    if size is not None:
+        short = extra
+        extra = size if short is None else (lambda a, b: short(a, b) + size(a, b))
     return partition_penalised(cost, beta, extra=extra)
 
 
@@ -219,7 +225,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units, weights))
-    cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens)
+    cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
+                       prior=None if limits is None else limits.length_prior)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
     scores = boundary_strength(cost, cuts)

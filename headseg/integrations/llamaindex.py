@@ -28,7 +28,7 @@ from llama_index.core.utils import get_tqdm_iterable
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
-from ._common import SegmenterRunner
+from ._common import SegmenterRunner, chunk_segments
 
 __all__ = ["HeadsegNodeParser"]
 
@@ -108,8 +108,9 @@ class HeadsegNodeParser(_OptionFields):
         """The child nodes of each node's segments, with headseg's offsets."""
         out: List[BaseNode] = []
         for node, result in get_tqdm_iterable(list(zip(nodes, results)), show_progress, "Parsing nodes"):
-            children = build_nodes_from_splits([s.text for s in result], node, id_func=self.id_func)
-            for child, s in zip(children, result):
+            chunks = chunk_segments(result)
+            children = build_nodes_from_splits([s.text for s in chunks], node, id_func=self.id_func)
+            for child, s in zip(children, chunks):
                 child.start_char_idx = s.start
                 child.end_char_idx = s.end
             out.extend(children)

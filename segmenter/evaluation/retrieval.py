@@ -20,6 +20,12 @@ averaged over questions (overall and per corpus).  Chunks are character spans
 ``(start, end)`` of their corpus, so any chunker (headseg, LangChain's
 recursive splitter, fixed token windows...) is scored on exact offsets.
 
+Overlapping chunks (a chunker's ``overlap``) are scored as the benchmark scores
+them: ``covered`` counts a reference character once however many retrieved
+chunks hold it (the union), while ``|retrieved|`` is the *sum* of the retrieved
+chunks' lengths, so text that two retrieved chunks share is paid for twice in
+precision and IoU.
+
 Cost: one embedding per chunk and per question, one ``[Q, C]`` matrix product.
 """
 
@@ -35,7 +41,7 @@ import numpy as np
 from headseg.analysis.errors import InputError
 
 Span = tuple[int, int]
-#: a chunker: corpus text -> chunk spans (character offsets, in order, not overlapping)
+#: a chunker: corpus text -> chunk spans (character offsets, in order; they may overlap)
 Chunker = Callable[[str], Sequence[Span]]
 
 
@@ -74,17 +80,25 @@ def load_retrieval(path: str | Path, corpora: Iterable[str] | None = None) -> Re
     qfile = root / "questions.jsonl"
     if not qfile.is_file() or not (root / "corpora").is_dir():
         raise InputError(f"{root}: expected corpora/ and questions.jsonl")
-    texts = {f.stem: f.read_text(encoding="utf-8") for f in sorted((root / "corpora").iterdir())
-             if f.suffix in (".md", ".txt")}
+    try:
+        texts = {f.stem: f.read_text(encoding="utf-8") for f in sorted((root / "corpora").iterdir())
+                 if f.suffix in (".md", ".txt")}
+        lines = qfile.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{root}: cannot read the retrieval set ({type(exc).__name__}: {exc})") from None
+    if not texts:
+        raise InputError(f"{root}: no corpus (*.md or *.txt) in corpora/")
     wanted = set(texts) if corpora is None else set(corpora)
     if wanted - set(texts):
         raise InputError(f"{root}: no corpus {', '.join(sorted(wanted - set(texts)))}")
     questions = []
-    for n, line in enumerate(qfile.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             d = json.loads(line)
+            if not isinstance(d, dict) or not isinstance(d["references"], list):
+                raise TypeError("expected an object with a list of references")
             refs = tuple((int(r["start"]), int(r["end"])) for r in d["references"])
             name, text = str(d["corpus"]), str(d["question"])
         except (ValueError, KeyError, TypeError) as exc:
@@ -96,6 +110,8 @@ def load_retrieval(path: str | Path, corpora: Iterable[str] | None = None) -> Re
             if "text" in r and corpus[s:e] != r["text"]:
                 raise InputError(f"{qfile}:{n}: reference {s}:{e} is not the text of corpus '{name}' there")
         questions.append(Question(text, name, refs))
+    if not questions:
+        raise InputError(f"{qfile}: no question about the corpora {', '.join(sorted(wanted))}")
     return RetrievalSet({k: v for k, v in texts.items() if k in wanted}, tuple(questions))
 
 
@@ -145,6 +161,30 @@ class RetrievalScores:
     chunks: int
     mean_chunk_tokens: float
     per_question: list[dict[str, float]] = field(repr=False, default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The scores as a JSON-ready dict (fractions, not ×100), without the per-question list."""
+        return {"overall": self.overall, "per_corpus": self.per_corpus, "chunks": self.chunks,
+                "mean_chunk_tokens": self.mean_chunk_tokens}
+
+
+def format_table(rows: Sequence[tuple[str, RetrievalScores]], corpora: Sequence[str]) -> str:
+    """A Markdown table of scored chunkers ``(name, scores)``: chunks, mean size, overall IoU / recall /
+    precision (×100), then IoU / recall per corpus."""
+    head = " | ".join(f"{c} IoU / R" for c in corpora)
+    lines = [f"| chunker | chunks | mean tokens | IoU | recall | precision | {head} |",
+             "|---|---:|---:|---:|---:|---:|" + "---:|" * len(corpora)]
+    lines += [format_row(name, sc, corpora) for name, sc in rows]
+    return "\n".join(lines)
+
+
+def format_row(name: str, sc: RetrievalScores, corpora: Sequence[str]) -> str:
+    """One row of :func:`format_table`."""
+    per = " | ".join(f"{100 * sc.per_corpus[c]['iou']:.2f} / {100 * sc.per_corpus[c]['recall']:.1f}"
+                     if c in sc.per_corpus else "–" for c in corpora)
+    o = sc.overall
+    return (f"| {name} | {sc.chunks} | {sc.mean_chunk_tokens:.0f} | {100 * o['iou']:.2f} | "
+            f"{100 * o['recall']:.1f} | {100 * o['precision']:.2f} | {per} |")
 
 
 def evaluate_chunks(rs: RetrievalSet, chunks: Mapping[str, Sequence[Span]], embed: Callable[[Sequence[str]], np.ndarray],
@@ -217,10 +257,13 @@ def recursive_chunker(max_tokens: int, count_tokens: Callable[[str], int]) -> Ch
     return chunk
 
 
-def headseg_chunker(segmenter, **options) -> Chunker:
-    """headseg's segments (``segmenter.segment(text, **options)``) as chunk spans."""
+def headseg_chunker(segmenter, options=None, **overrides) -> Chunker:
+    """headseg's chunks (``segmenter.segment(text, options, **overrides)``) as spans: its segments, or
+    with ``overlap`` the overlapped chunks of ``result.meta["chunks"]``."""
 
     def chunk(text: str) -> list[Span]:
-        return [(s.start, s.end) for s in segmenter.segment(text, **options)]
+        result = segmenter.segment(text, options, **overrides)
+        spans = result.meta.get("chunks")
+        return [tuple(c) for c in spans] if spans is not None else [(s.start, s.end) for s in result]
 
     return chunk
