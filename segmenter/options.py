@@ -121,7 +121,7 @@ class SegmentOptions:
     def from_args(cls, args: Any) -> "SegmentOptions":
         """The options of parsed command-line ``args`` (flags from :func:`add_option_flags`);
         an error names the flag, e.g. ``--max-chars``."""
-        values = {f.name: getattr(args, f.name) for f in fields(cls) if "cli" in f.metadata}
+        values = {f.name: getattr(args, f.name) for f in fields(cls) if "cli" in f.metadata and hasattr(args, f.name)}
         validate_options(values, label=lambda name: _cli(name)["flag"])
         return cls(**values)
 
@@ -185,10 +185,11 @@ def _cli(name: str) -> dict:
     return next(f.metadata["cli"] for f in fields(SegmentOptions) if f.name == name)
 
 
-def add_option_flags(parser: Any) -> None:
-    """Declare one flag per command-line option of :class:`SegmentOptions` on an argparse parser."""
+def add_option_flags(parser: Any, exclude: Sequence[str] = ()) -> None:
+    """Declare one flag per command-line option of :class:`SegmentOptions` on an argparse parser
+    (``exclude``: field names a command has no use for)."""
     for f in fields(SegmentOptions):
-        if "cli" not in f.metadata:
+        if "cli" not in f.metadata or f.name in exclude:
             continue
         spec = dict(f.metadata["cli"])
         flag = spec.pop("flag")

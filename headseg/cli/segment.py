@@ -293,7 +293,9 @@ def register(sub) -> None:
     p.add_argument("--unit-mode", choices=("auto", "rules", "heads"), default="auto",
                    help="units from sentence rules with the heads' block detector for long unpunctuated "
                         "stretches (auto), rules only, or the heads' detector everywhere")
-    add_option_flags(p)  # --level --segments --min-chars --max-chars --max-tokens --penalty
+    # --level --segments --min-chars --max-chars --max-tokens --target-tokens --penalty; the records
+    # tile the text, so the overlapped chunks (the API's meta["chunks"], the adapters) are not offered
+    add_option_flags(p, exclude=("overlap",))
     p.add_argument("--batch-size", type=int, default=64, help="model windows per forward pass")
     p.add_argument("--docs-per-batch", type=int, default=DEFAULT_BATCH_DOCS,
                    help=f"documents segmented and written together (default {DEFAULT_BATCH_DOCS}); "

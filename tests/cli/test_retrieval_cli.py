@@ -35,12 +35,20 @@ def _run(argv, capsys):
 
 @pytest.mark.parametrize("command", ["segment", "retrieval"])
 def test_new_flags_round_trip(command):
-    args = build_parser().parse_args([command, "x", "--max-tokens", "200", "--target-tokens", "150",
-                                      "--overlap", "2"])
+    args = build_parser().parse_args([command, "x", "--max-tokens", "200", "--target-tokens", "150"])
     opts = SegmentOptions.from_args(args)
-    assert (opts.max_tokens, opts.target_tokens, opts.overlap) == (200, 150, 2)
-    assert opts.settings()["target_tokens"] == 150 and opts.settings()["overlap"] == 2
+    assert (opts.max_tokens, opts.target_tokens) == (200, 150)
+    assert opts.settings()["target_tokens"] == 150
     assert SegmentOptions.from_args(build_parser().parse_args([command, "x"])).size_target is None
+
+
+def test_overlap_flag_only_where_chunks_are_written(capsys):
+    # retrieval scores overlapped chunks; segment writes segments that tile the text, so it has no --overlap
+    opts = SegmentOptions.from_args(build_parser().parse_args(["retrieval", "x", "--overlap", "2"]))
+    assert opts.overlap == 2 and opts.settings()["overlap"] == 2
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["segment", "x", "--overlap", "2"])
+    assert e.value.code == 2 and "--overlap" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, msg", [
