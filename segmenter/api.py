@@ -38,6 +38,7 @@ from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
 from .lines import heading_units, starts_same_line
+from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
                      segment_batch)
@@ -152,7 +153,12 @@ class Segmenter:
 
     def unit_vectors_many(self, items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]],
                           progress=None) -> list[np.ndarray]:
-        """:meth:`unit_vectors` of several ``(doc, units)``, encoded in shared batches (less padding, fewer calls)."""
+        """:meth:`unit_vectors` of several ``(doc, units)``, encoded in shared batches (less padding, fewer calls).
+
+        In a transcript a unit is pooled over its text after the speaker label
+        (:func:`~headseg.segmenter.speakers.content_spans`).
+        """
+        items = [(doc, content_spans(doc.text, units)) for doc, units in items]
         return encode_units(items, self.loaded.tokenizer, self.capture, self.topic_heads, self.topic_weights,
                             self.batch_size, self.max_tokens, progress=progress)
 
