@@ -94,12 +94,14 @@ class _Job:
 
 
 class Batcher:
-    """A thread that owns ``backend`` and runs the windows of all callers in token-budget batches.
+    """Lanes (threads) that own ``backend`` and run the windows of all callers from one queue.
 
     ``max_batch_tokens``: at most this many real tokens per backend call (one
-    window longer than that still runs, alone).  ``on_batch(tokens, windows)``
-    is called after each backend call (metrics).  Thread-safe; :meth:`close`
-    stops the thread after failing what is still pending.
+    window longer than that still runs, alone; unused in :attr:`single` mode).
+    ``lanes``: threads calling the backend side by side (default
+    :func:`backend_lanes`).  ``on_batch(tokens, windows)`` is called after each
+    backend call (metrics).  Thread-safe; :meth:`close` stops the lanes after
+    failing what is still pending.
     """
 
     def __init__(self, backend, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
@@ -113,8 +115,9 @@ class Batcher:
         self.on_batch = on_batch
         #: threads calling the backend side by side (see :func:`backend_lanes`)
         self.lanes = backend_lanes(backend) if lanes is None else lanes
-        #: each lane takes one window per call (a per-window backend) instead of a token-budget batch
-        self.single = self.lanes > 1
+        #: each lane takes one window per call (several lanes on a per-window backend) instead of a
+        #: token-budget batch; other backends' lanes each pack batches
+        self.single = self.lanes > 1 and bool(getattr(backend, "per_window", False))
         self._cv = threading.Condition()
         self._pending: deque[tuple[_Job, int]] = deque()
         self._closed = False

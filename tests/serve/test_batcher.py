@@ -192,6 +192,9 @@ def test_backend_lanes_follow_the_backend():
     batcher = Batcher(PerWindowBackend(3))
     assert (batcher.lanes, batcher.single) == (3, True)
     batcher.close()
+    batcher = Batcher(RecordingBackend(), lanes=2)  # lanes asked of a batching backend: each packs
+    assert (batcher.lanes, batcher.single) == (2, False)
+    batcher.close()
     with pytest.raises(HeadsegError, match="lanes"):
         Batcher(RecordingBackend(), lanes=0)
 
