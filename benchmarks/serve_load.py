@@ -221,8 +221,9 @@ def part_throughput(docs, requests: int, compare: Path | None = None) -> None:
     try:
         for server in servers.values():
             asyncio.run(load(server.url, docs, 4, 8))  # warm the connections and the graph's shapes
-        for clients in (1, 4, 16, 64):
-            for name, server in servers.items():  # side by side: each level against each server in turn
+        for k, clients in enumerate((1, 4, 16, 64)):
+            # side by side: each level against each server in turn, which goes first alternating
+            for name, server in list(servers.items())[::(-1) ** k]:
                 meter = Meter(server)
                 r = asyncio.run(load(server.url, docs, clients, requests))
                 r.update(meter.stop())
@@ -238,7 +239,7 @@ def part_throughput(docs, requests: int, compare: Path | None = None) -> None:
           "server cores busy | chars per server CPU-s | machine idle cores | model lanes waiting | statuses |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     one = {name: r["ok"] / r["wall"] for name, clients, r in rows if clients == 1}
-    for name, clients, r in rows:
+    for name, clients, r in sorted(rows, key=lambda row: (row[1], row[0] == "this tree")):
         rate, chars = r["ok"] / r["wall"], doc_chars(docs, requests) / r["wall"]
         print(f"| {name} | {clients} | {rate:.2f} | {chars:.0f} | {r['p50']:.3f} | "
               f"{r['p95']:.3f} | {r['p99']:.3f} | {rate / one[name]:.2f} | {chars / inproc:.2f} | {r['cores']:.2f} | "
