@@ -1,7 +1,7 @@
 """Load on ``headseg serve`` over loopback: throughput and latency, overload, SIGTERM, HTTP = CLI, Ray Serve.
 
     python benchmarks/serve_load.py [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
-                                    [--requests N] [--overload-requests N]
+                                    [--requests N] [--overload-requests N] [--compare TREE]
 
 Documents: the first ``--choi`` of choi/3/3-11 and ``--lectures`` of
 lectures_ai (``headseg.segmenter.evaluation.loaders``), one document per
@@ -19,10 +19,21 @@ request, sent round-robin.  Every loop is bounded (a number of requests, never
   server accepted is answered in full, then the server exits 0;
 * equal: every document through HTTP and through ``headseg segment --format
   jsonl``: the records, JSON-normalised, byte-for-byte equal;
-* ray: Ray Serve with 1 and then 2 replicas at 16 clients.
+* ray: Ray Serve with 1 and then 2 replicas at 16 clients, one model thread
+  per replica (``--threads 1``), with the CPU of each Ray process and of the
+  load generator.
+
+``--compare TREE`` (throughput) also serves from another source tree (a
+checkout of an older commit, its ``headseg/`` importable from its root): both
+servers stay up and each concurrency level runs against one, then the other,
+so before and after share the machine's conditions.
 
 Times drift on a shared machine: compare the ratios of one run; the load
-average is printed.
+average is printed, and beside each row the server's cores busy (its CPU time
+over the row's wall time), the characters it segmented per CPU-second, and the
+machine's idle cores during the row (so lack of CPU tells itself apart from
+cores the server leaves idle) and, where the server counts it (``/metrics``),
+the share of its model lanes' time spent waiting for windows.
 """
 
 from __future__ import annotations
@@ -85,22 +96,62 @@ def wait_ready(url: str, timeout: float, proc: subprocess.Popen) -> None:
     raise SystemExit(f"{url} not ready after {timeout} s")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` and its threads so far."""
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid: int, task: str | None = None) -> float:
+    """User + system CPU time of process ``pid`` and its threads so far (of one thread: ``task``)."""
+    with open(f"/proc/{pid}/stat" if task is None else f"/proc/{pid}/task/{task}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Server:
-    """``headseg serve`` in a subprocess, ready when constructed."""
+def model_counters(url: str) -> dict[str, float]:
+    """The server's model-lane counters from ``/metrics`` (``lanes``, ``busy``, ``waiting`` seconds); {} if it has none."""
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        for key in ("lanes", "busy_seconds", "waiting_seconds"):
+            if line.startswith(f"headseg_model_{key} "):
+                out[key] = float(line.split()[1])
+    return out
 
-    def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL):
+
+def machine_idle() -> tuple[float, float]:
+    """(idle + iowait, all) jiffies of the whole machine so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return v[3] + v[4], sum(v[:8])
+
+
+class Meter:
+    """From construction to :meth:`stop`: the server's cores busy, the machine's idle cores, and the share of
+    the server's model lanes' time spent waiting for windows (None where the server does not count it)."""
+
+    def __init__(self, server: "Server"):
+        self.server = server
+        self.cpu, self.idle, self.model = cpu_seconds(server.proc.pid), machine_idle(), model_counters(server.url)
+        self.t = time.perf_counter()
+
+    def stop(self) -> dict:
+        wall = time.perf_counter() - self.t
+        idle, total = (a - b for a, b in zip(machine_idle(), self.idle))
+        model, waiting = model_counters(self.server.url), None
+        if "waiting_seconds" in model:
+            waiting = (model["waiting_seconds"] - self.model["waiting_seconds"]) / (model["lanes"] * wall)
+        return {"cores": (cpu_seconds(self.server.proc.pid) - self.cpu) / wall, "lanes_waiting": waiting,
+                "idle_cores": idle / max(total, 1) * (os.cpu_count() or 1)}
+
+
+class Server:
+    """``headseg serve`` in a subprocess, ready when constructed; ``tree``: serve that source tree's code."""
+
+    def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL, tree: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         flags = flags if "--log-level" in flags else ("--log-level", "warning", *flags)
+        env = None
+        if tree is not None:  # ``-m`` puts the working folder first on sys.path: run from the tree
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--port", str(self.port), *flags],
-                                     stdout=stdout, stderr=subprocess.PIPE)
+                                     stdout=stdout, stderr=subprocess.PIPE, env=env,
+                                     cwd=None if tree is None else str(tree))
         wait_ready(self.url, timeout, self.proc)
 
     def stop(self) -> tuple[int, str]:
@@ -161,29 +212,39 @@ def in_process(docs) -> float:
     return sum(len(t) for _, t in docs) / (time.perf_counter() - t0)
 
 
-def part_throughput(docs, requests: int) -> None:
-    base = in_process(docs)
-    server = Server("--max-queue", "512")
+def part_throughput(docs, requests: int, compare: Path | None = None) -> None:
+    base = [in_process(docs)]
+    servers = {"this tree": Server("--max-queue", "512")}
+    if compare is not None:
+        servers = {f"{compare}": Server("--max-queue", "512", tree=compare), **servers}
     rows = []
     try:
-        asyncio.run(load(server.url, docs, 4, 8))  # warm the connections and the graph's shapes
-        for clients in (1, 4, 16, 64):
-            cpu = cpu_seconds(server.proc.pid)
-            r = asyncio.run(load(server.url, docs, clients, requests))
-            r["cores"] = (cpu_seconds(server.proc.pid) - cpu) / r["wall"]
-            rows.append((clients, r))
+        for server in servers.values():
+            asyncio.run(load(server.url, docs, 4, 8))  # warm the connections and the graph's shapes
+        for k, clients in enumerate((1, 4, 16, 64)):
+            # side by side: each level against each server in turn, which goes first alternating
+            for name, server in list(servers.items())[::(-1) ** k]:
+                meter = Meter(server)
+                r = asyncio.run(load(server.url, docs, clients, requests))
+                r.update(meter.stop())
+                rows.append((name, clients, r))
     finally:
-        server.stop()
-    one = rows[0][1]["ok"] / rows[0][1]["wall"]
-    print(f"\n## throughput ({requests} requests per row; in-process segment_many: {base:.0f} chars/s)\n")
-    print("| clients | docs/s | chars/s | p50 s | p95 s | p99 s | × 1 client | × in-process | server cores busy | "
-          "statuses |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-    for clients, r in rows:
+        for server in servers.values():
+            server.stop()
+    base.append(in_process(docs))
+    inproc = sum(base) / 2
+    print(f"\n## throughput ({requests} requests per row; in-process segment_many: {base[0]:.0f} chars/s before "
+          f"the rows, {base[1]:.0f} after, × in-process against their mean)\n")
+    print("| server | clients | docs/s | chars/s | p50 s | p95 s | p99 s | × 1 client | × in-process | "
+          "server cores busy | chars per server CPU-s | machine idle cores | model lanes waiting | statuses |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    one = {name: r["ok"] / r["wall"] for name, clients, r in rows if clients == 1}
+    for name, clients, r in sorted(rows, key=lambda row: (row[1], row[0] == "this tree")):
         rate, chars = r["ok"] / r["wall"], doc_chars(docs, requests) / r["wall"]
-        print(f"| {clients} | {rate:.2f} | {chars:.0f} | {r['p50']:.3f} | "
-              f"{r['p95']:.3f} | {r['p99']:.3f} | {rate / one:.2f} | {chars / base:.2f} | {r['cores']:.2f} | "
-              f"{r['statuses']} |")
+        print(f"| {name} | {clients} | {rate:.2f} | {chars:.0f} | {r['p50']:.3f} | "
+              f"{r['p95']:.3f} | {r['p99']:.3f} | {rate / one[name]:.2f} | {chars / inproc:.2f} | {r['cores']:.2f} | "
+              f"{chars / max(r['cores'], 1e-9):.0f} | {r['idle_cores']:.2f} | "
+              f"{'n/a' if r['lanes_waiting'] is None else format(r['lanes_waiting'], '.0%')} | {r['statuses']} |")
 
 
 def part_overload(docs, requests: int, flags: list[str]) -> None:
@@ -266,28 +327,89 @@ def part_equal(docs) -> None:
     print(f"| {len(docs)} | {len(http)} | {len(cli)} | {'yes' if same else 'NO'} |")
 
 
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (Ray's raylet, GCS, workers, proxy and replicas)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def ray_role(pid: int) -> str:
+    """A Ray process's role from its command line (``ray::ServeReplica:headseg:SegmentService`` → replica)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    for key, role in (("ServeReplica", "replica"), ("ProxyActor", "proxy"), ("ServeController", "controller"),
+                      ("raylet", "raylet"), ("gcs_server", "gcs"), ("headseg serve", "driver")):
+        if key in cmd:
+            return role
+    return "other ray"
+
+
+def ray_cpu(root: int) -> dict[int, tuple[str, float]]:
+    out = {}
+    for p in descendants(root):
+        try:
+            out[p] = (ray_role(p), cpu_seconds(p))
+        except OSError:
+            pass
+    return out
+
+
 def part_ray(docs, requests: int) -> None:
     rows = []
     for replicas in (1, 2):
         port = free_port()
+        # one model thread per replica: 2 replicas against 1 is like for like, as a second node would be
         proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
-                                 str(replicas), "--port", str(port), "--max-queue", "512"],
+                                 str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
             wait_ready(url, 300, proc)
             asyncio.run(load(url, docs, 4, 8))
-            rows.append((replicas, asyncio.run(load(url, docs, 16, requests))))
+            before, idle, me, t0 = ray_cpu(proc.pid), machine_idle(), time.process_time(), time.perf_counter()
+            r = asyncio.run(load(url, docs, 16, requests))
+            wall = time.perf_counter() - t0
+            after = ray_cpu(proc.pid)
+            i, total = (a - b for a, b in zip(machine_idle(), idle))
+            roles: dict[str, list[float]] = {}
+            for p, (role, cpu) in after.items():
+                roles.setdefault(role, []).append((cpu - before.get(p, (role, 0.0))[1]) / wall)
+            r["roles"] = {k: sorted(v, reverse=True) for k, v in roles.items()}
+            r["client"] = (time.process_time() - me) / wall
+            r["idle_cores"] = i / max(total, 1) * (os.cpu_count() or 1)
+            rows.append((replicas, r))
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(180)
     one = rows[0][1]["ok"] / rows[0][1]["wall"]
-    print(f"\n## Ray Serve at 16 clients ({requests} requests)\n")
-    print("| replicas | docs/s | p50 s | p99 s | × 1 replica | statuses |")
-    print("|---:|---:|---:|---:|---:|---|")
+    print(f"\n## Ray Serve at 16 clients, one model thread per replica ({requests} requests)\n")
+    print("| replicas | docs/s | chars/s | p50 s | p99 s | × 1 replica | replicas' cores busy (each) | proxy | "
+          "other Ray processes | load generator | machine idle cores | statuses |")
+    print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
     for replicas, r in rows:
         rate = r["ok"] / r["wall"]
-        print(f"| {replicas} | {rate:.2f} | {r['p50']:.3f} | {r['p99']:.3f} | {rate / one:.2f} | {r['statuses']} |")
+        roles = r["roles"]
+        other = sum(sum(v) for k, v in roles.items() if k not in ("replica", "proxy"))
+        each = ", ".join(f"{c:.2f}" for c in roles.get("replica", []))
+        print(f"| {replicas} | {rate:.2f} | {doc_chars(docs, requests) / r['wall']:.0f} | {r['p50']:.3f} | "
+              f"{r['p99']:.3f} | {rate / one:.2f} | {each} | {sum(roles.get('proxy', [])):.2f} | {other:.2f} | "
+              f"{r['client']:.2f} | {r['idle_cores']:.2f} | {r['statuses']} |")
 
 
 def main() -> None:
@@ -298,6 +420,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=0,
                     help="requests per throughput row (default: one pass over the documents)")
     ap.add_argument("--overload-requests", type=int, default=512)
+    ap.add_argument("--compare", type=Path, default=None,
+                    help="throughput: also serve from this source tree (e.g. an export of the commit before), "
+                         "side by side")
     ap.add_argument("--server-flag", action="append", default=[],
                     help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--workers=16")
     args = ap.parse_args()
@@ -307,7 +432,7 @@ def main() -> None:
     print(f"# serve_load: {len(docs)} documents ({sum(len(t) for _, t in docs)} chars), cores {os.cpu_count()}, "
           f"load average at start {tuple(round(x, 2) for x in os.getloadavg())}")
     if "throughput" in parts:
-        part_throughput(docs, args.requests)
+        part_throughput(docs, args.requests, args.compare)
     if "overload" in parts:
         part_overload(docs, args.overload_requests, args.server_flag)
     if "sigterm" in parts:

@@ -52,6 +52,9 @@ class OnnxSession:
         opts.log_severity_level = 3
         self.per_window = per_window
         self._pool = None
+        #: single-window calls that run well side by side (one per thread of the pool): a caller that
+        #: feeds windows itself (the serving batcher) runs this many calls at once instead of using the pool
+        self.parallel_calls = 1
         workers = int(threads) if threads else (os.cpu_count() or 1)
         if per_window and not want_cuda:
             # One window is too little work to split over threads (measured: 2 intra-op
@@ -59,6 +62,7 @@ class OnnxSession:
             # whole windows, single-threaded, side by side (1.5x on 2 cores).
             opts.intra_op_num_threads = 1
             opts.inter_op_num_threads = 1
+            self.parallel_calls = workers
             if workers > 1:
                 from concurrent.futures import ThreadPoolExecutor
 

@@ -3,7 +3,8 @@
 An :class:`AsyncRunner` runs the segmenter's CPU work (tokenizing, units,
 topic search) in a bounded pool of worker threads and its model work in one
 :class:`~headseg.segmenter.batcher.Batcher`, so concurrent coroutines never
-block the event loop and their windows share model calls by a token budget.
+block the event loop and their windows share the model: packed into calls by a
+token budget, or (an int8 graph on CPU) run one by one by a lane per core.
 ``headseg serve`` uses the same runner.  Cancelling the awaiting task cancels
 the document's :class:`~headseg.segmenter.batcher.Ticket`: its windows that
 have not run yet are dropped.
@@ -38,13 +39,15 @@ class AsyncRunner:
 
     ``max_batch_tokens``: the token budget of one model call.
     ``on_batch(tokens, windows)``: called after each model call (metrics).
+    ``lanes``: threads calling the model side by side (default: what the
+    backend runs well, :func:`~headseg.segmenter.batcher.backend_lanes`).
     """
 
     def __init__(self, segmenter, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS, workers: int = DEFAULT_WORKERS,
-                 on_batch: Callable[[int, int], None] | None = None):
+                 on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None):
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise HeadsegError(f"workers must be a positive integer (got {workers!r})")
-        self.batcher = Batcher(segmenter.backend, max_batch_tokens, on_batch=on_batch)
+        self.batcher = Batcher(segmenter.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
         self.segmenter = copy.copy(segmenter)
         self.segmenter.backend = BatchedBackend(self.batcher)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")

@@ -1,14 +1,25 @@
 """Token-budget dynamic batching: one engine serving the capture calls of many concurrent callers.
 
-A :class:`Batcher` owns a capture backend and a thread.  Callers (one thread
-per document being segmented) hand it their windows through
-:class:`BatchedBackend`, a :class:`~headseg.analysis.capture.CaptureBackend`
-that a :class:`~headseg.segmenter.api.Segmenter` takes like any other; the
-thread packs the pending windows of all callers, first come first served, into
-one backend call of at most ``max_batch_tokens`` tokens (the design of Text
-Embeddings Inference's ``--max-batch-tokens``), then hands each caller its
-rows.  The segmentation logic stays in ``Segmenter``; only who runs the model
-changes.
+A :class:`Batcher` owns a capture backend and its *lanes*: threads that call
+the backend.  Callers (one thread per document being segmented) hand it their
+windows through :class:`BatchedBackend`, a
+:class:`~headseg.analysis.capture.CaptureBackend` that a
+:class:`~headseg.segmenter.api.Segmenter` takes like any other; the lanes take
+the pending windows of all callers from one shared queue, first come first
+served, and hand each caller its rows.  The segmentation logic stays in
+``Segmenter``; only who runs the model changes.
+
+How a lane takes windows depends on the backend (:func:`backend_lanes`):
+
+* a backend that batches (fp32/fp16 ONNX, torch, CUDA): one lane packs the
+  pending windows into one call of at most ``max_batch_tokens`` tokens (the
+  design of Text Embeddings Inference's ``--max-batch-tokens``);
+* a backend that runs each window in its own single-threaded call (an int8
+  graph on CPU: ``OnnxBackend.per_window``): one lane per core, each taking the
+  next window as soon as its last one is done.  Packing such windows into one
+  call bought nothing but a barrier: the call ended with its slowest window,
+  the cores idle meanwhile and again while the one batcher thread handed out
+  rows and packed the next call (measured: 1.2 of 2 cores busy at 16 clients).
 
 A result never depends on which other callers shared its call where the
 backend runs each window in its own call (an int8 ONNX graph:
@@ -22,6 +33,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
@@ -82,31 +94,58 @@ class _Job:
 
 
 class Batcher:
-    """A thread that owns ``backend`` and runs the windows of all callers in token-budget batches.
+    """Lanes (threads) that own ``backend`` and run the windows of all callers from one queue.
 
     ``max_batch_tokens``: at most this many real tokens per backend call (one
-    window longer than that still runs, alone).  ``on_batch(tokens, windows)``
-    is called after each backend call (metrics).  Thread-safe; :meth:`close`
-    stops the thread after failing what is still pending.
+    window longer than that still runs, alone; unused in :attr:`single` mode).
+    ``lanes``: threads calling the backend side by side (default
+    :func:`backend_lanes`).  ``on_batch(tokens, windows)`` is called after each
+    backend call (metrics).  Thread-safe; :meth:`close` stops the lanes after
+    failing what is still pending.
     """
 
     def __init__(self, backend, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
-                 on_batch: Callable[[int, int], None] | None = None):
+                 on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None):
         if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
             raise HeadsegError(f"max_batch_tokens must be a positive integer (got {max_batch_tokens!r})")
+        if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1):
+            raise HeadsegError(f"lanes must be a positive integer (got {lanes!r})")
         self.backend = backend
         self.max_batch_tokens = max_batch_tokens
         self.on_batch = on_batch
+        #: threads calling the backend side by side (see :func:`backend_lanes`)
+        self.lanes = backend_lanes(backend) if lanes is None else lanes
+        #: each lane takes one window per call (several lanes on a per-window backend) instead of a
+        #: token-budget batch; other backends' lanes each pack batches
+        self.single = self.lanes > 1 and bool(getattr(backend, "per_window", False))
         self._cv = threading.Condition()
         self._pending: deque[tuple[_Job, int]] = deque()
         self._closed = False
-        self._thread = threading.Thread(target=self._loop, name="headseg-batcher", daemon=True)
-        self._thread.start()
+        self._busy = 0.0  # lane-seconds spent in backend calls
+        self._waiting = 0.0  # lane-seconds spent waiting for a window (finished waits)
+        self._wait_since: dict[int, float] = {}  # lane (thread id) -> when its wait now under way began
+        self._threads = [threading.Thread(target=self._loop, name=f"headseg-lane-{k}", daemon=True)
+                         for k in range(self.lanes)]
+        for t in self._threads:
+            t.start()
 
     @property
     def pending_windows(self) -> int:
         """Windows waiting for a backend call."""
         return len(self._pending)
+
+    @property
+    def busy_seconds(self) -> float:
+        """Seconds the lanes spent in backend calls so far, summed over the lanes (wall clock)."""
+        return self._busy
+
+    @property
+    def waiting_seconds(self) -> float:
+        """Seconds the lanes spent waiting for windows so far, summed over the lanes: model time left unused
+        (with work in flight, a sign that the callers cannot feed the lanes)."""
+        with self._cv:
+            now = time.perf_counter()
+            return self._waiting + sum(now - t0 for t0 in self._wait_since.values())
 
     def capture(self, windows: Sequence[Window], heads: Iterable[Sequence[int]] | None = None,
                 attention: bool = False, norms: bool = False, ticket: Ticket | None = None) -> HeadActivations:
@@ -126,7 +165,7 @@ class Batcher:
             if ticket is not None and ticket.cancelled:
                 raise Cancelled("cancelled")
             self._pending.extend((job, i) for i in range(len(windows)))
-            self._cv.notify()
+            self._cv.notify(len(windows))  # a lane per window, in single mode
         while not job.done.wait(0.05):
             if ticket is not None and ticket.cancelled:
                 self.drop(ticket)
@@ -152,16 +191,30 @@ class Batcher:
             self._cv.notify_all()
         for j in left.values():
             j.fail(HeadsegError("the batcher was closed"))
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout)
 
     def _take(self) -> list[tuple[_Job, int]]:
-        """The next batch: pending windows of the first caller's kind, in order, within the token budget."""
+        """The next batch: pending windows of the first caller's kind, in order, within the token budget
+        (one window in :attr:`single` mode)."""
         with self._cv:
-            while not self._pending and not self._closed:
-                self._cv.wait()
+            if not self._pending and not self._closed:
+                lane = threading.get_ident()
+                self._wait_since[lane] = time.perf_counter()
+                while not self._pending and not self._closed:
+                    self._cv.wait()
+                self._waiting += time.perf_counter() - self._wait_since.pop(lane)
             if self._closed:
                 return []
+            if self.single:
+                while self._pending:
+                    job, i = self._pending.popleft()
+                    if job.ticket is not None and job.ticket.cancelled:
+                        job.fail(Cancelled("cancelled"))
+                    elif not job.done.is_set():
+                        return [(job, i)]
+                return [(None, 0)]  # only dropped windows: take again
             key = self._pending[0][0].key
             batch, keep, tokens = [], deque(), 0
             while self._pending:
@@ -186,27 +239,50 @@ class Batcher:
             batch = self._take()
             if not batch:
                 return
-            batch = [(j, i) for j, i in batch if not j.done.is_set()]
+            batch = [(j, i) for j, i in batch if j is not None and not j.done.is_set()]
             if not batch:
                 continue
             heads, attention, norms = batch[0][0].key
             windows = [j.windows[i] for j, i in batch]
+            t0 = time.perf_counter()
             try:
                 acts = self.backend.capture(windows, heads=heads, attention=attention, norms=norms)
             except BaseException as exc:  # the callers get the error; the thread serves on
                 for j, _ in batch:
                     j.fail(exc)
                 continue
+            finally:
+                spent = time.perf_counter() - t0
+                with self._cv:
+                    self._busy += spent
             if self.on_batch is not None:
                 self.on_batch(sum(len(w) for w in windows), len(windows))
             for b, (job, i) in enumerate(batch):
                 t = len(windows[b])
                 job.heads = acts.heads
-                job.rows[i] = (acts.z[b, :, :t].copy(), None if acts.attn is None else acts.attn[b, :, :t, :t].copy(),
-                               None if acts.fnorm is None else acts.fnorm[b, :, :t].copy())
-                job.remaining -= 1
-                if job.remaining == 0:
+                job.rows[i] = (_row(acts.z, b, t, 1), _row(acts.attn, b, t, 2), _row(acts.fnorm, b, t, 1))
+                with self._cv:  # lanes finish windows of one job concurrently
+                    job.remaining -= 1
+                    last = job.remaining == 0
+                if last:
                     job.done.set()
+
+
+def backend_lanes(backend) -> int:
+    """How many calls of ``backend`` a :class:`Batcher` runs side by side: 1, unless the backend runs each
+    window in its own single-threaded call (an int8 graph on CPU), then its number of such calls at once."""
+    if not getattr(backend, "per_window", False):
+        return 1
+    return max(1, int(getattr(getattr(backend, "session", None), "parallel_calls", 1)))
+
+
+def _row(a: np.ndarray | None, b: int, t: int, token_axes: int) -> np.ndarray | None:
+    """Row ``b`` of ``a [B, N, T, ...]`` cut to its ``t`` tokens on the first ``token_axes`` token axes;
+    a copy, so the call's padded arrays are freed (not when the call had one row of exactly ``t``)."""
+    if a is None:
+        return None
+    cut = a[b][(slice(None),) + (slice(0, t),) * token_axes]
+    return cut if a.shape[0] == 1 and a.shape[2] == t else cut.copy()
 
 
 def _assemble(job: _Job) -> HeadActivations:

@@ -99,6 +99,7 @@ class Engine:
                                 threads=c.threads, quiet=True)
                 seg.unit_params.progress = False
                 runner = AsyncRunner(seg, c.max_batch_tokens, c.workers, on_batch=self.metrics.on_batch)
+                self.metrics.watch(runner.batcher)
                 runner.segment_many_sync([_WARM_TEXT], SegmentOptions())
             except HeadsegError as exc:
                 self.error = str(exc)

@@ -26,6 +26,18 @@ class Metrics:
                                  registry=r, buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60))
         self.documents = Counter("headseg_documents", "documents segmented", registry=r)
         self.characters = Counter("headseg_characters", "characters segmented", registry=r)
+        self.model_lanes = Gauge("headseg_model_lanes", "threads running model calls side by side", registry=r)
+        self.model_busy = Gauge("headseg_model_busy_seconds",
+                                "seconds the model lanes spent in model calls, summed over the lanes", registry=r)
+        self.model_waiting = Gauge("headseg_model_waiting_seconds",
+                                   "seconds the model lanes waited for windows, summed over the lanes", registry=r)
+
+    def watch(self, batcher) -> None:
+        """Read the model lanes' counters from ``batcher`` (a :class:`~headseg.segmenter.batcher.Batcher`)
+        at each scrape."""
+        self.model_lanes.set(batcher.lanes)
+        self.model_busy.set_function(lambda: batcher.busy_seconds)
+        self.model_waiting.set_function(lambda: batcher.waiting_seconds)
 
     def on_batch(self, tokens: int, windows: int) -> None:
         """The batcher's hook: one model call of ``tokens`` real tokens in ``windows`` windows."""

@@ -43,13 +43,16 @@ def test_asegment_equals_segment_and_keeps_the_loop_free(segmenter):
     assert ticks > 1  # the loop ran other coroutines while the model worked in the threads
 
 
-def test_int8_result_does_not_depend_on_its_batch_mates(segmenter):
-    """The same document alone and among 50 others sharing model calls: byte-for-byte equal."""
+@pytest.mark.parametrize("lanes", [None, 1], ids=["lane-per-core", "one-lane-packing"])
+def test_int8_result_does_not_depend_on_its_batch_mates(segmenter, lanes):
+    """The same document alone and among 50 others sharing the model: byte-for-byte equal, whether the
+    lanes run windows one by one side by side (the default on CPU) or one lane packs them into calls."""
     from headseg.segmenter.aio import AsyncRunner
 
     assert segmenter.backend.precision == "int8"
     calls: list[int] = []
-    runner = AsyncRunner(segmenter, max_batch_tokens=16384, workers=16, on_batch=lambda t, w: calls.append(w))
+    runner = AsyncRunner(segmenter, max_batch_tokens=16384, workers=16, on_batch=lambda t, w: calls.append(w),
+                         lanes=lanes)
     try:
         target = TOPICS + "\n\nA last line about the weather."
         alone = asyncio.run(runner.segment(target))
@@ -63,7 +66,11 @@ def test_int8_result_does_not_depend_on_its_batch_mates(segmenter):
 
         results = asyncio.run(crowd())
         assert json.dumps(results[25].to_dict()) == json.dumps(alone.to_dict())
-        assert max(calls[alone_calls:]) > windows_alone  # the crowd's windows really shared calls
+        if runner.batcher.single:  # a lane per core: every call is one window, the lanes shared by all
+            assert runner.batcher.lanes == segmenter.backend.session.parallel_calls > 1
+            assert set(calls) == {1}
+        else:
+            assert max(calls[alone_calls:]) > windows_alone  # the crowd's windows really shared calls
     finally:
         runner.close()
 
@@ -90,7 +97,8 @@ def test_cancelling_the_task_drops_the_windows(segmenter):
         assert ticket.cancelled and runner.batcher.pending_windows == 0
         done = len(calls)
         asyncio.run(asyncio.sleep(0.3))
-        assert len(calls) <= done + 1  # at most the call in flight finished; nothing else ran for it
+        # at most the calls in flight (one per lane) finished; nothing else ran for it
+        assert len(calls) <= done + runner.batcher.lanes
         n_windows = len(segmenter.segment(long_text, level="unit").segments)
         assert sum(calls) < n_windows
     finally:

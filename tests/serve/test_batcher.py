@@ -153,3 +153,118 @@ def test_a_failing_call_fails_its_callers_and_the_batcher_serves_on():
 def test_bad_budget(budget):
     with pytest.raises(HeadsegError, match="max_batch_tokens"):
         Batcher(RecordingBackend(), max_batch_tokens=budget)
+
+
+class PerWindowBackend(RecordingBackend):
+    """A backend like an int8 graph on CPU: each window its own call, ``parallel`` calls at once; a window
+    whose caller is in ``hold`` waits for the gate."""
+
+    per_window = True
+
+    def __init__(self, parallel: int, hold=(), gate: threading.Event | None = None):
+        super().__init__()
+        self.session = type("Session", (), {"parallel_calls": parallel})()
+        self.hold, self.held = set(hold), threading.Event()
+        self.release = gate or threading.Event()
+        self._lock = threading.Lock()
+        self.running = self.peak = 0
+
+    def capture(self, windows, heads=None, attention=False, norms=False):
+        with self._lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            if any(w.caller in self.hold for w in windows):
+                self.held.set()
+                self.release.wait(10)
+            return super().capture(windows, heads, attention, norms)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def test_backend_lanes_follow_the_backend():
+    from headseg.segmenter.batcher import backend_lanes
+
+    assert backend_lanes(RecordingBackend()) == 1  # a batching backend: one lane packs by the budget
+    assert backend_lanes(PerWindowBackend(3)) == 3
+    assert backend_lanes(PerWindowBackend(1)) == 1
+    batcher = Batcher(PerWindowBackend(3))
+    assert (batcher.lanes, batcher.single) == (3, True)
+    batcher.close()
+    batcher = Batcher(RecordingBackend(), lanes=2)  # lanes asked of a batching backend: each packs
+    assert (batcher.lanes, batcher.single) == (2, False)
+    batcher.close()
+    with pytest.raises(HeadsegError, match="lanes"):
+        Batcher(RecordingBackend(), lanes=0)
+
+
+def test_lanes_run_single_windows_side_by_side_and_each_caller_gets_its_rows():
+    backend = PerWindowBackend(2)
+    batcher = Batcher(backend, max_batch_tokens=10_000)
+    callers = [[FakeWindow(c, i, 3 + (c * 7 + i) % 20) for i in range(6)] for c in range(8)]
+    results: dict[int, HeadActivations] = {}
+    threads = [threading.Thread(target=lambda c=c: results.__setitem__(c, batcher.capture(callers[c])))
+               for c in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    batcher.close()
+    assert all(len(call) == 1 for call in backend.calls)  # never packed: each window its own call
+    assert sorted((call[0].caller, call[0].pos) for call in backend.calls) == \
+        sorted((w.caller, w.pos) for ws in callers for w in ws)  # each window ran exactly once
+    for c, windows in enumerate(callers):
+        np.testing.assert_array_equal(results[c].z, expected(windows))
+    assert backend.peak <= 2
+
+
+def test_a_slow_window_holds_up_only_its_own_caller():
+    """No barrier: while one lane is stuck on caller 0's window, the other lane serves caller 1 to the end."""
+    backend = PerWindowBackend(2, hold={0})
+    batcher = Batcher(backend)
+    first = threading.Thread(target=batcher.capture, args=([FakeWindow(0, 0, 5)],))
+    first.start()
+    assert backend.held.wait(10)
+    windows = [FakeWindow(1, i, 4) for i in range(5)]
+    acts = batcher.capture(windows)  # returns while caller 0's window is still running
+    assert first.is_alive() and backend.running == 1
+    np.testing.assert_array_equal(acts.z, expected(windows))
+    backend.release.set()
+    first.join(10)
+    batcher.close()
+
+
+def test_lanes_drop_a_cancelled_callers_windows():
+    gate = threading.Event()
+    backend = PerWindowBackend(2, hold={7}, gate=gate)
+    batcher = Batcher(backend)
+    ticket, errors = Ticket(), []
+
+    def work():
+        try:
+            batcher.capture([FakeWindow(7, i, 4) for i in range(20)], ticket=ticket)
+        except Cancelled as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    deadline = time.monotonic() + 10
+    while (backend.running < 2 or batcher.pending_windows < 18) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ticket.cancel()
+    t.join(10)
+    gate.set()
+    batcher.close()
+    assert len(errors) == 1 and batcher.pending_windows == 0
+    assert len(backend.calls) == 2  # the two held in the lanes; the other 18 never ran
+
+
+def test_the_lanes_count_their_busy_and_waiting_time():
+    batcher = Batcher(PerWindowBackend(2))
+    assert batcher.busy_seconds == 0.0
+    waited = batcher.waiting_seconds
+    batcher.capture([FakeWindow(1, i, 4) for i in range(4)])
+    busy = batcher.busy_seconds
+    assert busy > 0.0 and batcher.waiting_seconds > waited  # an idle lane's wait counts while it lasts
+    batcher.close()
