@@ -97,6 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="default runs/topic_cache (runs/topic_cache_all with --all-heads)")
     ap.add_argument("--all-heads", action="store_true", help="every head, unweighted, float16")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--backend", default="torch",
+                    help="the engine that computes the vectors: torch (fp32 reference) or auto (the shipped "
+                         "default, int8 ONNX on CPU: what an end-to-end run computes)")
     ap.add_argument("--redo", action="store_true")
     ap.add_argument("--add-tokens", action="store_true", help="only add unit token counts to existing caches")
     args = ap.parse_args(argv)
@@ -105,7 +108,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     from headseg.segmenter.api import Segmenter
 
-    seg = Segmenter(backend="torch")
+    seg = Segmenter(backend=args.backend, threads=args.threads if args.backend != "torch" else None, quiet=True)
     if args.all_heads:
         info = seg.loaded.info
         seg.topic_heads = [(l, h) for l in range(info.num_layers) for h in range(info.num_heads)]

@@ -34,7 +34,7 @@ def register(sub) -> None:
     options.add_engine(p)
     p.add_argument("--artifact", default=None, metavar="DIR", help="serve this exported artifact")
     options.add_device(p)
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads of the model (default: one per core)")
+    p.add_argument("--threads", type=int, default=None, help="model threads (default: one per core): int8 on CPU runs that many windows side by side, other precisions use them as intra-op threads")
     p.add_argument("--max-batch-tokens", type=int, default=16384,
                    help="token budget of one model call, shared by concurrent requests (default 16384)")
     p.add_argument("--max-queue", type=int, default=512,
