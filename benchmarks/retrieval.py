@@ -7,8 +7,10 @@ mean-pooled embeddings.  Chunkers at each ``--max-tokens`` budget N (the
 embedded model's tokens, no special tokens):
 
 * ``headseg``: ``Segmenter().segment(text, max_tokens=N)`` (the default engine;
-  its size target is then 0.6·N, ``SegmentOptions.size_target``);
-* ``headseg-notarget``: the same with ``target_tokens=N`` (the search as before the target);
+  its size target is then 0.6·N, ``SegmentOptions.size_target``, and cuts at line breaks and
+  before headings are cheaper, ``lines.cut_discounts``);
+* ``headseg-notarget``: the same with ``target_tokens=N`` (a target at the limit: sizes close to
+  the search's before the target; the discounts still apply);
 * ``headseg-overlap``: ``max_tokens=N, overlap=1`` (one sentence repeated; chunks overlap);
 * ``recursive``: LangChain's ``RecursiveCharacterTextSplitter`` (no overlap);
 * ``fixed``: consecutive windows of N tokens;

@@ -37,7 +37,7 @@ from headseg.export.serve import artifact_profile
 from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
-from .lines import heading_units, starts_same_line
+from .lines import cut_discounts, heading_units, starts_same_line
 from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
@@ -266,7 +266,9 @@ class Segmenter:
         tokens = r[:, 1] - r[:, 0]
         same_line = starts_same_line(text, units)
         headings = heading_units(text, units, tokens, self.params.heading_tokens, same_line=same_line)
-        limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
+        limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target,
+                               cut_discount=None if opts.size_target is None
+                               else cut_discounts(text, units, tokens, same_line))
         return topics.topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens,
                                        same_line=same_line, headings=headings, limits=limits)
 
