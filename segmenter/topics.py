@@ -43,7 +43,9 @@ class TopicParams:
     #: split inside a segment, true or not, saves more the longer the segment, so
     #: the bar rises with the segment length the document itself shows; nothing
     #: here grows with the document's length (docs/segmenter.md has the sweep).
-    penalty: float = 0.3
+    #: 0.325 is what the tuning rule over every dev family picks (benchmarks/tune_topics.py;
+    #: docs/segmenter.md, "Tuning for what generalises")
+    penalty: float = 0.325
     #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
     #: turn) must not open a segment of its own
     floor: float = 1.3
