@@ -5,9 +5,10 @@ JSON record) or ``documents``, a list of ``{"id", "text"}`` (the answer is
 NDJSON, one record per document, in order), plus any of the command-line
 segmentation options of :class:`~headseg.segmenter.options.SegmentOptions`
 (``level``, ``segments``, ``min_chars``, ``max_chars``, ``max_tokens``,
-``penalty``).  Options that name a file or a callable (``token_counter``,
-``sentence_splitter``) are not accepted: a request never makes the server open
-a path.  Every refusal is a :class:`RequestError` with a status and one line.
+``target_tokens``, ``penalty``).  Options that name a file or a callable
+(``token_counter``, ``sentence_splitter``) are not accepted: a request never
+makes the server open a path.  ``overlap`` is not accepted either: the answer's
+records are the segments, which tile the text, as ``headseg segment`` writes them.  Every refusal is a :class:`RequestError` with a status and one line.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from typing import Any, AsyncIterator
 from headseg.analysis.errors import HeadsegError
 from headseg.segmenter.options import SegmentOptions
 
-#: the options a request may set: those with a command-line flag
-HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata)
+#: the options a request may set: those with a command-line flag of ``headseg segment``
+HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata and f.name != "overlap")
 
 
 class RequestError(Exception):

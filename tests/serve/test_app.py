@@ -73,6 +73,9 @@ BAD = [
     (b'{"documents": [{"id": [1], "text": "a"}]}', 422, "documents[0].id"),
     (b'{"text": "a", "token_counter": "/etc/passwd"}', 422, "unknown field(s): token_counter"),
     (b'{"text": "a", "colour": 1}', 422, "unknown field(s): colour"),
+    # the answer's records tile the text, so overlapped chunks are not offered over HTTP
+    (b'{"text": "a", "overlap": 1}', 422, "unknown field(s): overlap"),
+    (b'{"text": "a", "max_tokens": 10, "target_tokens": 20}', 422, "target_tokens (20) is larger than"),
     (b'{"text": "a", "max_chars": "9"}', 422, "max_chars must be a positive integer"),
     (b'{"text": "a", "level": "chapter"}', 422, "level must be one of"),
     (b'{"text": "a", "penalty": -1}', 422, "penalty"),
