@@ -43,7 +43,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,6 +52,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from headseg.serve import probe
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
@@ -66,12 +67,6 @@ def load_docs(n_choi: int, n_lectures: int) -> list[tuple[str, str]]:
     return docs
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -81,19 +76,11 @@ def rss_mb(pid: int) -> float:
 
 
 def wait_ready(url: str, timeout: float, proc: subprocess.Popen) -> None:
-    """Poll ``url/readyz`` until 200; exit when ``proc`` dies first or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
-            raise SystemExit(f"server exited {proc.returncode}: {err}")
-        try:
-            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    raise SystemExit(f"{url} not ready after {timeout} s")
+    """:func:`headseg.serve.probe.wait_ready`, ending the benchmark with its message."""
+    try:
+        probe.wait_ready(url, timeout, proc)
+    except probe.ServerNotReady as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def cpu_seconds(pid: int, task: str | None = None) -> float:
@@ -143,7 +130,7 @@ class Server:
     """``headseg serve`` in a subprocess, ready when constructed; ``tree``: serve that source tree's code."""
 
     def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL, tree: Path | None = None):
-        self.port = free_port()
+        self.port = probe.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         flags = flags if "--log-level" in flags else ("--log-level", "warning", *flags)
         env = None
@@ -373,7 +360,7 @@ def ray_cpu(root: int) -> dict[int, tuple[str, float]]:
 def part_ray(docs, requests: int) -> None:
     rows = []
     for replicas in (1, 2):
-        port = free_port()
+        port = probe.free_port()
         # one model thread per replica: 2 replicas against 1 is like for like, as a second node would be
         proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
                                  str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512"],

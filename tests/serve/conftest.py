@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-import time
-
 import pytest
+
+from headseg.serve import probe
+from headseg.serve.probe import free_port  # noqa: F401  (the tests import it from here)
 
 #: three topics, long enough for topic boundaries
 TOPICS = (
@@ -49,25 +49,9 @@ def client(engine):
         yield c
 
 
-def free_port() -> int:
-    """A free TCP port on the loopback interface."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_ready(url: str, timeout: float, proc=None) -> None:
-    """Poll ``url/readyz`` until 200; fail the test when ``proc`` exits first or time runs out."""
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            pytest.fail(f"the server exited {proc.returncode}: {proc.stderr.read().decode()[-2000:]}")
-        try:
-            if httpx.get(url + "/readyz", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"{url} not ready after {timeout} s")
+    """:func:`headseg.serve.probe.wait_ready`, failing the test with its message."""
+    try:
+        probe.wait_ready(url, timeout, proc)
+    except probe.ServerNotReady as exc:
+        pytest.fail(str(exc))
