@@ -207,16 +207,13 @@ class SizeLimits:
             return None
         ct = np.concatenate([[0.0], np.cumsum(self.sizes[:, 1])])
         target = float(self.target_tokens)
+        # what opening a segment at item a costs beyond the penalty: minus its discount (the first
+        # segment's start is no cut, so nothing to discount there)
+        start_cost = np.zeros(len(ct)) if self.cut_discount is None else np.append(-self.cut_discount, 0.0)
+        start_cost[0] = 0.0
 
-        if self.cut_discount is None or not self.cut_discount[1:].any():
-            def prior(a: np.ndarray, b: int) -> np.ndarray:
-                return beta[a] * np.square((ct[b] - ct[a] - target) / target)
-        else:
-            start_cost = -self.cut_discount  # a new array: the field stays as it was
-            start_cost[0] = 0.0  # the first segment's start is no cut: nothing to discount
-
-            def prior(a: np.ndarray, b: int) -> np.ndarray:
-                return beta[a] * (np.square((ct[b] - ct[a] - target) / target) + start_cost[a])
+        def prior(a: np.ndarray, b: int) -> np.ndarray:
+            return beta[a] * (np.square((ct[b] - ct[a] - target) / target) + start_cost[a])
 
         return prior
 
