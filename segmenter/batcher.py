@@ -195,51 +195,66 @@ class Batcher:
             if t is not threading.current_thread():
                 t.join(timeout)
 
-    def _take(self) -> list[tuple[_Job, int]]:
+    def _take(self) -> list[tuple[_Job, int]] | None:
         """The next batch: pending windows of the first caller's kind, in order, within the token budget
-        (one window in :attr:`single` mode)."""
+        (one window in :attr:`single` mode); None once the batcher is closed.
+
+        Windows whose caller was cancelled are failed and skipped here; if nothing else was pending the
+        lane waits again (it must not mistake an all-cancelled queue for the end).
+        """
         with self._cv:
-            if not self._pending and not self._closed:
-                lane = threading.get_ident()
-                self._wait_since[lane] = time.perf_counter()
-                while not self._pending and not self._closed:
-                    self._cv.wait()
-                self._waiting += time.perf_counter() - self._wait_since.pop(lane)
-            if self._closed:
-                return []
-            if self.single:
-                while self._pending:
-                    job, i = self._pending.popleft()
-                    if job.ticket is not None and job.ticket.cancelled:
-                        job.fail(Cancelled("cancelled"))
-                    elif not job.done.is_set():
-                        return [(job, i)]
-                return [(None, 0)]  # only dropped windows: take again
-            key = self._pending[0][0].key
-            batch, keep, tokens = [], deque(), 0
-            while self._pending:
-                job, i = self._pending.popleft()
-                n = len(job.windows[i])
-                if job.key != key or (batch and tokens + n > self.max_batch_tokens):
-                    keep.append((job, i))
-                    if job.key == key:
-                        break  # budget full: the rest waits, in order
-                    continue
-                if job.ticket is not None and job.ticket.cancelled:
-                    job.fail(Cancelled("cancelled"))
-                    continue
+            while True:
+                if not self._pending and not self._closed:
+                    lane = threading.get_ident()
+                    self._wait_since[lane] = time.perf_counter()
+                    while not self._pending and not self._closed:
+                        self._cv.wait()
+                    self._waiting += time.perf_counter() - self._wait_since.pop(lane)
+                if self._closed:
+                    return None
+                batch = self._take_single() if self.single else self._take_budget()
+                if batch:
+                    return batch
+
+    def _take_single(self) -> list[tuple[_Job, int]]:
+        """The first pending window of a live caller (lock held)."""
+        while self._pending:
+            job, i = self._pending.popleft()
+            if job.ticket is not None and job.ticket.cancelled:
+                job.fail(Cancelled("cancelled"))
+            elif not job.done.is_set():
+                return [(job, i)]
+        return []
+
+    def _take_budget(self) -> list[tuple[_Job, int]]:
+        """Pending windows of the first caller's kind, in order, within the token budget (lock held)."""
+        key = self._pending[0][0].key
+        batch, keep, tokens = [], deque(), 0
+        while self._pending:
+            job, i = self._pending.popleft()
+            n = len(job.windows[i])
+            if job.key != key or (batch and tokens + n > self.max_batch_tokens):
+                keep.append((job, i))
+                if job.key == key:
+                    break  # budget full: the rest waits, in order
+                continue
+            if job.ticket is not None and job.ticket.cancelled:
+                job.fail(Cancelled("cancelled"))
+                continue
+            if not job.done.is_set():  # a job failed by another lane's call: its other windows are moot
                 batch.append((job, i))
                 tokens += n
-            keep.extend(self._pending)
-            self._pending = keep
-            return batch
+        keep.extend(self._pending)
+        self._pending = keep
+        return batch
 
     def _loop(self) -> None:
         while True:
             batch = self._take()
-            if not batch:
+            if batch is None:
                 return
-            batch = [(j, i) for j, i in batch if j is not None and not j.done.is_set()]
+            # a job another lane failed since this one was taken needs no call
+            batch = [(j, i) for j, i in batch if not j.done.is_set()]
             if not batch:
                 continue
             heads, attention, norms = batch[0][0].key

@@ -268,3 +268,48 @@ def test_the_lanes_count_their_busy_and_waiting_time():
     busy = batcher.busy_seconds
     assert busy > 0.0 and batcher.waiting_seconds > waited  # an idle lane's wait counts while it lasts
     batcher.close()
+
+
+@pytest.mark.parametrize("per_window", [False, True], ids=["budget", "single"])
+def test_a_lane_that_drains_only_cancelled_windows_serves_on(monkeypatch, per_window):
+    """The lanes, not the caller, find the cancelled windows (the caller's own drop is switched off here,
+    as when a client goes away between two of its polls): every lane must stay up for the next caller."""
+    gate = threading.Event()
+    backend = PerWindowBackend(2, hold={0}, gate=gate) if per_window else RecordingBackend(gate)
+    batcher = Batcher(backend, max_batch_tokens=100)
+    monkeypatch.setattr(batcher, "drop", lambda ticket: None)
+    busy = [threading.Thread(target=batcher.capture, args=([FakeWindow(0, k, 4)],)) for k in range(batcher.lanes)]
+    for t in busy:
+        t.start()
+    deadline = time.monotonic() + 10
+    held = (lambda: backend.running) if per_window else (lambda: len(backend.calls))
+    while held() < batcher.lanes and time.monotonic() < deadline:
+        time.sleep(0.01)  # every lane is held at the gate
+    assert held() == batcher.lanes
+    ticket, errors = Ticket(), []
+
+    def cancelled_caller():
+        try:
+            batcher.capture([FakeWindow(7, i, 4) for i in range(3)], ticket=ticket)
+        except Cancelled as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=cancelled_caller)
+    t.start()
+    while batcher.pending_windows < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    ticket.cancel()
+    gate.set()  # the lanes finish their windows and take the cancelled ones
+    t.join(10)
+    for b in busy:
+        b.join(10)
+    assert len(errors) == 1 and batcher.pending_windows == 0
+    windows = [FakeWindow(9, i, 4) for i in range(4)]
+    got: list[HeadActivations] = []
+    after = threading.Thread(target=lambda: got.append(batcher.capture(windows)))
+    after.start()
+    after.join(10)
+    alive = after.is_alive()
+    batcher.close()
+    assert not alive, "no lane left to serve the next caller"
+    np.testing.assert_array_equal(got[0].z, expected(windows))
