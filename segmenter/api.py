@@ -37,7 +37,7 @@ from headseg.export.serve import artifact_profile
 from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
 from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
-from .lines import cut_discounts, heading_units, starts_same_line
+from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, heading_units, starts_same_line
 from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
@@ -265,10 +265,17 @@ class Segmenter:
         r = unit_token_ranges(doc, units)
         tokens = r[:, 1] - r[:, 0]
         same_line = starts_same_line(text, units)
-        headings = heading_units(text, units, tokens, self.params.heading_tokens, same_line=same_line)
+        own = self.params.heading_tokens
+        if opts.size_target is None:
+            headings, discount = heading_units(text, units, tokens, own, same_line=same_line), None
+        else:
+            # one pass finds the headings of both lengths: the search's own and the discount's longer ones
+            titled = heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
+            headings = titled & (tokens <= own) if own else np.zeros(len(units), dtype=bool)
+            discount = cut_discounts(text, units, tokens, same_line,
+                                     headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS))
         limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target,
-                               cut_discount=None if opts.size_target is None
-                               else cut_discounts(text, units, tokens, same_line))
+                               cut_discount=discount)
         return topics.topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens,
                                        same_line=same_line, headings=headings, limits=limits)
 

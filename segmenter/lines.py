@@ -59,14 +59,17 @@ def heading_units(text: str, units: Sequence[tuple[int, int]], tokens, max_token
     return out
 
 
-def cut_discounts(text: str, units: Sequence[tuple[int, int]], tokens, same_line: np.ndarray) -> np.ndarray:
+def cut_discounts(text: str, units: Sequence[tuple[int, int]], tokens, same_line: np.ndarray,
+                  headings: np.ndarray | None = None) -> np.ndarray:
     """``[U]``: the fraction of the boundary penalty a cut before unit ``i`` saves under a size target,
     :data:`LINE_BREAK_DISCOUNT` when it starts a line (``same_line [U]`` False, :func:`starts_same_line`)
     plus :data:`HEADING_DISCOUNT` when it is a heading of at most :data:`DISCOUNT_HEADING_TOKENS`
-    tokens (``tokens [U]``; :func:`heading_units`); 0 inside a line.
+    tokens (``tokens [U]``; :func:`heading_units`); 0 inside a line.  ``headings [U]``: those
+    headings, when the caller has them already (``text`` and ``units`` are not read then).
     """
     same = np.asarray(same_line, dtype=bool)
-    headings = heading_units(text, units, tokens, DISCOUNT_HEADING_TOKENS, same_line=same)
+    if headings is None:
+        headings = heading_units(text, units, tokens, DISCOUNT_HEADING_TOKENS, same_line=same)
     return np.where(same, 0.0, LINE_BREAK_DISCOUNT) + np.where(headings, HEADING_DISCOUNT, 0.0)
 
 

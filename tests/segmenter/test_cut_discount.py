@@ -13,7 +13,7 @@ from headseg.segmenter import lines
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.limits import SizeLimits, TokenMeasure
 from headseg.segmenter.lines import (DISCOUNT_HEADING_TOKENS, HEADING_DISCOUNT, LINE_BREAK_DISCOUNT, cut_discounts,
-                                     starts_same_line)
+                                     heading_units, starts_same_line)
 from headseg.segmenter.topics import TopicParams, boundary_penalty, search_cuts
 
 
@@ -153,3 +153,21 @@ def test_target_path_passes_the_discounts(seg, monkeypatch):
     assert sum(w > LINE_BREAK_DISCOUNT for w in want) == 6 and 0.0 in want
     assert seen[-1].cut_discount.tolist() == pytest.approx(want)
     assert "".join(s.text for s in r) == TEXT
+
+
+def test_one_heading_pass_serves_both_lengths():
+    # Segmenter.topic_boundaries finds the headings once, at the longer of the two limits, and
+    # derives the search's own (at most TopicParams.heading_tokens) from them: the same as a
+    # separate pass at each limit
+    pieces = ["Intro", "The game sold well.", "= = Reception = =", "Reviews were warm.", "2.", "Sales rose.",
+              "3.1 Methods and materials used", "The end came.", "Results", "More text here."]
+    text = "\n".join(pieces)
+    units = spans_of(text, pieces)
+    same = starts_same_line(text, units)
+    for tokens in ([1, 5, 9, 4, 2, 3, 20, 4, 1, 4], [30, 5, 8, 4, 25, 3, 7, 4, 9, 4]):
+        tokens = np.asarray(tokens)
+        titled = heading_units(text, units, tokens, max(8, DISCOUNT_HEADING_TOKENS), same_line=same)
+        assert titled.any()
+        for limit in (8, DISCOUNT_HEADING_TOKENS):
+            assert ((titled & (tokens <= limit)).tolist()
+                    == heading_units(text, units, tokens, limit, same_line=same).tolist())
