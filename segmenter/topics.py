@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from headseg.analysis.errors import HeadsegError
+
 from .limits import SizeLimits, repair_cuts
 from .lines import group_units, line_groups
 from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
@@ -89,6 +91,15 @@ class TopicParams:
     #: ("word word ...") drifts smoothly, and a penalty scaled by its tiny σ² would cut the
     #: drift into dozens of segments.  Only the hard size limits cut it then (0 = off)
     min_spread: float = 0.05
+    #: the correlation length ``R`` sums the autocorrelation up to the first lag where its moving
+    #: average over this many lags (odd; the end lags keep their own value) is not positive: one
+    #: noisy lag must not end the sum early (1 = the raw autocorrelation)
+    acf_smoothing: int = 1
+
+    def __post_init__(self) -> None:
+        w = self.acf_smoothing
+        if isinstance(w, bool) or not isinstance(w, int) or w < 1 or w % 2 == 0:
+            raise HeadsegError(f"acf_smoothing must be a positive odd integer (got {w!r})")
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
@@ -146,11 +157,23 @@ def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.n
     """
     n = len(x)
     s2, acf = local_statistics(x, params.window, params.max_lag)
-    # the autocorrelation up to its first non-positive lag, in units of its first lag
-    keep = np.cumprod(acf > 0, axis=1)
+    # the autocorrelation up to its first non-positive lag (of its moving average), in units of its first lag
+    keep = np.cumprod(moving_average(acf, params.acf_smoothing) > 0, axis=1)
     first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
     length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
     return s2 * np.maximum(1.0 + penalty * length, params.floor)
+
+
+def moving_average(a: np.ndarray, width: int) -> np.ndarray:
+    """``a [R, L]`` averaged along its last axis over ``width`` (odd) consecutive values centred on each;
+    the first and last ``width // 2`` columns, which have no full window, keep their own values."""
+    h = width // 2
+    if h == 0 or a.shape[-1] < width:
+        return a
+    c = np.concatenate([np.zeros(a.shape[:-1] + (1,)), np.cumsum(a, axis=-1)], axis=-1)
+    out = a.copy()
+    out[..., h:a.shape[-1] - h] = (c[..., width:] - c[..., :-width]) / width
+    return out
 
 
 def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:

@@ -176,6 +176,31 @@ def test_local_statistics_match_a_direct_computation():
             assert acf[i, l - 1] == pytest.approx(np.mean(direct) - np.mean(pairs))
 
 
+def test_correlation_length_reads_past_one_noisy_lag_when_smoothed(monkeypatch):
+    """``R`` sums the autocorrelation to its first non-positive lag; with ``acf_smoothing`` it is the first
+    non-positive lag of the moving average that ends the sum (recomputed by hand)."""
+    from headseg.segmenter import topics
+
+    acf_row = np.array([1.0, -0.01, 0.5, 0.2, -0.3, 0.1])
+    s2 = np.array([2.0, 3.0])
+    monkeypatch.setattr(topics, "local_statistics", lambda x, window, lags: (s2, np.vstack([acf_row, acf_row])))
+    x = np.zeros((1, 4))
+    raw = topics.boundary_penalty(x, topics.TopicParams(floor=0.0), 0.5)
+    # raw: the noisy second lag ends the sum at the first; R = 1.0 / 1.0
+    np.testing.assert_allclose(raw, s2 * (1 + 0.5 * 1.0))
+    smooth = topics.boundary_penalty(x, topics.TopicParams(floor=0.0, acf_smoothing=3), 0.5)
+    # 3-lag means: (1 - .01 + .5)/3, (-.01 + .5 + .2)/3, (.5 + .2 - .3)/3 > 0, then (.2 - .3 + .1)/3 = 0 stops
+    np.testing.assert_allclose(smooth, s2 * (1 + 0.5 * (1.0 - 0.01 + 0.5 + 0.2)))
+    a = np.arange(12.0).reshape(2, 6) ** 2
+    direct = a.copy()
+    for j in (2, 3):  # the columns with a full 5-wide window; the two at each end keep their values
+        direct[:, j] = a[:, j - 2:j + 3].mean(axis=1)
+    np.testing.assert_allclose(topics.moving_average(a, 5), direct)
+    for bad in (0, 2, -1, 1.0, True):
+        with pytest.raises(HeadsegError, match="acf_smoothing"):
+            topics.TopicParams(acf_smoothing=bad)
+
+
 def _planted(rng, segments, length, dim=48, noise=1.2):
     centres = rng.normal(size=(segments, dim))
     return np.vstack([c + rng.normal(size=(length, dim)) * noise for c in centres])
