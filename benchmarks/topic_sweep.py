@@ -126,6 +126,25 @@ def gains(docs: list[dict]) -> dict:
             "length": f"{np.median(lengths):g}"}
 
 
+def offsets(docs: list[dict], params, near: int = 3) -> dict:
+    """Where the boundaries go, given the reference number of segments: for each reference
+    boundary, the offset (in reference units) of the nearest predicted one, -near..near, or
+    ``far`` beyond that; negative = placed early."""
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.topics import topic_cuts
+
+    counts = {o: 0 for o in range(-near, near + 1)}
+    counts["far"] = 0
+    for d in docs:
+        cuts = topic_cuts(d["x"], params, segments=len(d["bounds"]) + 1, unit_tokens=unit_tokens(d),
+                          lines=unit_lines(d), headings=unit_headings(d, params))
+        hyp = np.asarray(snap_offsets([int(d["units"][c]) for c in cuts], list(d["ref"]), d["len"]))
+        for b in d["bounds"]:
+            o = int(hyp[np.argmin(np.abs(hyp - b))] - b) if len(hyp) else near + 1
+            counts[o if abs(o) <= near else "far"] += 1
+    return counts
+
+
 def mix_layers(docs: list[dict], heads: np.ndarray, spec: str) -> list[dict]:
     """Documents whose vectors concatenate the given layers' heads of an all-heads cache, each
     head weighted ``sqrt(w / H)`` as :func:`headseg.segmenter.encode.pool_units` does."""
@@ -178,6 +197,9 @@ def main(argv=None) -> int:
                          "(e.g. 5:1,0:0.25); repeat to compare mixtures")
     ap.add_argument("--gains", action="store_true",
                     help="print what a penalty must separate: savings of true boundaries and of spurious splits")
+    ap.add_argument("--offsets", action="store_true",
+                    help="print, with the reference number of segments, how far each reference boundary's nearest "
+                         "predicted boundary lies (reference units; negative = early)")
     args = ap.parse_args(argv)
     from headseg.segmenter.topics import TopicParams
 
@@ -201,6 +223,15 @@ def main(argv=None) -> int:
         for n, docs in data.items():
             g = gains(docs)
             print(f"| {n} | {g['true']} | {g['spurious']} | {g['length']} |")
+        return 0
+    if args.offsets:
+        cols = [*range(-3, 4), "far"]
+        print("| data set | boundaries | " + " | ".join(f"{c:+d}" if c != "far" else "> 3 away" for c in cols) + " |")
+        print("|---|---:|" + "---:|" * len(cols))
+        for n, docs in data.items():
+            c = offsets(docs, TopicParams())
+            total = sum(c.values())
+            print(f"| {n} | {total} | " + " | ".join(f"{100 * c[k] / total:.0f} % ({c[k]})" for k in cols) + " |")
         return 0
     grid_names, grid_values = [], []
     for spec in args.set:
