@@ -80,6 +80,10 @@ class AsyncRunner:
         except asyncio.CancelledError:
             ticket.cancel()
             self.batcher.drop(ticket)
+            # shield() stops watching the worker's future once the caller is gone: retrieve its end
+            # (the Cancelled it raises now) here, or the loop reports "Future exception was never
+            # retrieved" on stderr.
+            fut.add_done_callback(_retrieve)
             raise
 
     async def segment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
@@ -96,6 +100,12 @@ class AsyncRunner:
     def close(self) -> None:
         """Stop the batcher and the worker threads (pending work fails)."""
         self._finalizer()
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark ``fut``'s outcome as seen: nobody awaits it any more."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _shutdown(batcher: Batcher, pool: ThreadPoolExecutor) -> None:
