@@ -27,6 +27,7 @@ from headseg.analysis.errors import HeadsegError
 
 from .batcher import DEFAULT_MAX_BATCH_TOKENS, BatchedBackend, Batcher, Ticket, current_ticket
 from .options import SegmentOptions
+from .stream import iterable_of
 
 #: worker threads of a runner: documents whose CPU work and windows are in flight at once
 DEFAULT_WORKERS = 16
@@ -71,6 +72,7 @@ class AsyncRunner:
         model call.
         """
         opts = SegmentOptions.of(options, **overrides)
+        texts = iterable_of(texts, "texts must be a list of str")
         ticket = ticket or Ticket()
         loop = asyncio.get_running_loop()
         ctx = contextvars.Context()  # the worker's ticket is its own, not the pool thread's

@@ -62,3 +62,70 @@ def test_a_cancelled_asegment_leaves_no_unretrieved_error_for_the_loop(segmenter
     assert worker_done.is_set()
     assert reported == []
     assert segmenter.segment(TOPICS).to_dict() == asyncio.run(segmenter.asegment(TOPICS)).to_dict()
+
+
+@pytest.mark.parametrize("texts", ["One sentence. Another one.", None, 5, b"bytes"],
+                         ids=["a-str", "None", "int", "bytes"])
+def test_segment_many_and_iter_segment_refuse_a_text_where_texts_are_expected(segmenter, texts):
+    """A str is iterable: without the check each *character* became a document (silently wrong)."""
+    with pytest.raises(HeadsegError, match="texts must be"):
+        segmenter.segment_many(texts)
+    with pytest.raises(HeadsegError, match="items must be"):
+        next(segmenter.iter_segment(texts))
+    with pytest.raises(HeadsegError, match="texts must be"):
+        asyncio.run(segmenter.asegment_many(texts))
+
+
+@pytest.mark.parametrize("bad", [{"batch_docs": "3"}, {"batch_chars": 2.5}, {"batch_docs": True},
+                                 {"batch_docs": 0}])
+def test_iter_segment_batch_sizes_must_be_positive_integers(segmenter, bad):
+    with pytest.raises(HeadsegError, match="batch_docs and batch_chars must be"):
+        next(segmenter.iter_segment([TOPICS], **bad))
+
+
+def test_calling_the_segmenter_takes_the_options_as_segment_does(segmenter):
+    from headseg.segmenter.options import SegmentOptions
+
+    opts = SegmentOptions(max_chars=120)
+    assert segmenter(TOPICS, opts).to_dict() == segmenter.segment(TOPICS, opts).to_dict()
+    assert segmenter(TOPICS, {"level": "unit"}).to_dict() == segmenter.segment(TOPICS, level="unit").to_dict()
+
+
+def test_a_bad_progress_argument_is_refused_before_any_work(segmenter, monkeypatch):
+    def no_work(*args, **kwargs):
+        raise AssertionError("tokenized a text for a call with a bad argument")
+
+    monkeypatch.setattr(segmenter, "_prepare", no_work)
+    with pytest.raises(HeadsegError, match="progress must be"):
+        segmenter.segment(TOPICS, progress="yes")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_tokens": 4}, "max_tokens must be between 8 and 512"),
+    ({"max_tokens": "128"}, "max_tokens must be an integer"),
+    ({"max_tokens": 100.5}, "max_tokens must be an integer"),
+    ({"threads": 0}, "threads must be a positive integer"),
+    ({"threads": "2"}, "threads must be a positive integer"),
+    ({"params": {"penalty": 1}}, "params must be a TopicParams"),
+    ({"unit_params": 5}, "unit_params must be a UnitParams"),
+    ({"sentence_splitter": 5}, "sentence_splitter must be a callable"),
+])
+def test_constructor_arguments_are_checked_before_the_backend_is_built(monkeypatch, kwargs, message):
+    """A bad argument must not cost an export of the serving graph into the cache first."""
+    import headseg.segmenter.api as api
+
+    def no_backend(*args, **kw):
+        raise AssertionError("built a backend for a bad argument")
+
+    monkeypatch.setattr(api, "make_backend", no_backend)
+    with pytest.raises(HeadsegError, match=message):
+        api.Segmenter(**kwargs)
+
+
+def test_a_precision_is_refused_by_the_torch_backend_not_ignored():
+    """torch runs fp32: int8 or fp16 asked of it was silently ignored."""
+    from headseg.segmenter.api import Segmenter
+
+    with pytest.raises(HeadsegError, match="precision int8 is served by the onnx backend"):
+        Segmenter(backend="torch", precision="int8")
+    assert Segmenter(backend="torch", precision="fp32").backend.name == "torch"
