@@ -129,3 +129,19 @@ def test_a_precision_is_refused_by_the_torch_backend_not_ignored():
     with pytest.raises(HeadsegError, match="precision int8 is served by the onnx backend"):
         Segmenter(backend="torch", precision="int8")
     assert Segmenter(backend="torch", precision="fp32").backend.name == "torch"
+
+
+@pytest.mark.parametrize("counter", ["embedded", len], ids=["by-name", "builtin"])
+def test_options_with_a_token_counter_survive_pickling(counter):
+    """Options travel to worker processes (multiprocessing, a process pool): the resolved counter is a
+    closure that pickle cannot take, so it is resolved again from ``token_counter`` on the other side."""
+    import copy
+    import pickle
+
+    from headseg.segmenter.options import SegmentOptions
+
+    opts = SegmentOptions(max_tokens=50, target_tokens=30, token_counter=counter)
+    back = pickle.loads(pickle.dumps(opts))
+    assert back == opts and back.token_counter == opts.token_counter
+    assert back.counter("Rain fell all night, the river rose.") == opts.counter("Rain fell all night, the river rose.")
+    assert copy.deepcopy(opts).counter("two words") == opts.counter("two words")
