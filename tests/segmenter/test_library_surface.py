@@ -145,3 +145,11 @@ def test_options_with_a_token_counter_survive_pickling(counter):
     assert back == opts and back.token_counter == opts.token_counter
     assert back.counter("Rain fell all night, the river rose.") == opts.counter("Rain fell all night, the river rose.")
     assert copy.deepcopy(opts).counter("two words") == opts.counter("two words")
+
+
+def test_a_profile_of_the_wrong_type_is_a_profile_error():
+    from headseg.analysis.errors import ProfileError
+    from headseg.segmenter.api import Segmenter
+
+    with pytest.raises(ProfileError, match="profile must be a HeadProfile or a path"):
+        Segmenter(profile=5)
