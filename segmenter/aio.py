@@ -51,6 +51,8 @@ class AsyncRunner:
         self.batcher = Batcher(segmenter.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
         self.segmenter = copy.copy(segmenter)
         self.segmenter.backend = BatchedBackend(self.batcher)
+        # weak: the segmenter keeps its runner (runner_of), and it should go with its segmenter
+        self._source = weakref.ref(segmenter)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")
         self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
 
@@ -59,9 +61,19 @@ class AsyncRunner:
         """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``."""
         token = current_ticket.set(ticket)
         try:
-            return self.segmenter.segment_many(list(texts), opts, progress=progress)
+            return self._current().segment_many(list(texts), opts, progress=progress)
         finally:
             current_ticket.reset(token)
+
+    def _current(self):
+        """The segmenter as it is now (its settings may have changed since the runner was made), on the
+        batcher's backend; the runner's copy once the segmenter itself is gone."""
+        source = self._source()
+        if source is None:
+            return self.segmenter
+        seg = copy.copy(source)
+        seg.backend = self.segmenter.backend
+        return seg
 
     async def segment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None,
                            ticket: Ticket | None = None, **overrides: Any) -> list:

@@ -153,3 +153,17 @@ def test_a_profile_of_the_wrong_type_is_a_profile_error():
 
     with pytest.raises(ProfileError, match="profile must be a HeadProfile or a path"):
         Segmenter(profile=5)
+
+
+def test_asegment_sees_the_segmenter_as_it_is_now():
+    """The async runner is made on the first asegment; settings changed on the segmenter afterwards
+    (its public attributes) must reach asegment as they reach segment."""
+    from headseg.segmenter.api import Segmenter
+
+    seg = Segmenter(quiet=True)
+    asyncio.run(seg.asegment(TOPICS))
+    seg.unit_mode = "rules"
+    seg.sentence_splitter = lambda text: [(0, len(text))]
+    sync = seg.segment(TOPICS, level="unit")
+    assert len(sync) == 1
+    assert asyncio.run(seg.asegment(TOPICS, level="unit")).to_dict() == sync.to_dict()
