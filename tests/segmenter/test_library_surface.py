@@ -167,3 +167,28 @@ def test_asegment_sees_the_segmenter_as_it_is_now():
     sync = seg.segment(TOPICS, level="unit")
     assert len(sync) == 1
     assert asyncio.run(seg.asegment(TOPICS, level="unit")).to_dict() == sync.to_dict()
+
+
+def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, monkeypatch, capfd):
+    """Offline means no network call at all: not the model, not a token counter by name, not the async
+    path (and nothing printed on the way, a capped segment count included)."""
+    import socket
+
+    calls: list = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args[1:] or kwargs)
+        raise OSError("a network call was made")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    from headseg.segmenter.api import Segmenter
+
+    fresh = Segmenter(quiet=True)
+    assert fresh.segment(TOPICS).text == TOPICS
+    assert segmenter.segment(TOPICS, max_tokens=40, token_counter="embedded", segments=50).text == TOPICS
+    assert asyncio.run(fresh.asegment(TOPICS)).to_dict() == fresh.segment(TOPICS).to_dict()
+    assert calls == []
+    assert capfd.readouterr() == ("", "")
