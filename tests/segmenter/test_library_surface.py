@@ -180,6 +180,11 @@ def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, mon
         calls.append(args[1:] or kwargs)
         raise OSError("a network call was made")
 
+    import logging
+
+    # A host whose "headseg" logger is as importing headseg leaves it (the command line, run in this
+    # process by other tests, adds a stderr handler of its own that outlives it).
+    monkeypatch.setattr(logging.getLogger("headseg"), "handlers", [logging.NullHandler()])
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
