@@ -9,6 +9,8 @@ live in a context manager that always removes them.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
@@ -156,6 +158,9 @@ def attention_hooks(loaded: LoadedModel, layers: Iterable[int], store: dict, sto
     (callers catch :class:`_StopForward`), since nothing above it can change its outputs.
     """
     handles = []
+    # The hooks sit on the shared modules and fire on every forward pass through them: one
+    # hooked pass per model at a time, or concurrent callers write into each other's store.
+    lock = _model_lock(loaded.model)
 
     def make_hook(layer_idx: int):
         def hook(module, args, kwargs, output):
@@ -173,6 +178,7 @@ def attention_hooks(loaded: LoadedModel, layers: Iterable[int], store: dict, sto
 
         return hook
 
+    lock.acquire()
     try:
         for l in sorted(set(layers)):
             att = loaded.layers[l].attention.self
@@ -183,6 +189,20 @@ def attention_hooks(loaded: LoadedModel, layers: Iterable[int], store: dict, sto
     finally:
         for h in handles:
             h.remove()
+        lock.release()
+
+
+_MODEL_LOCKS: "weakref.WeakKeyDictionary[object, threading.RLock]" = weakref.WeakKeyDictionary()
+_MODEL_LOCKS_GUARD = threading.Lock()
+
+
+def _model_lock(model) -> "threading.RLock":
+    """The lock of one torch model's hooked forward passes (made on first use, gone with the model)."""
+    with _MODEL_LOCKS_GUARD:
+        lock = _MODEL_LOCKS.get(model)
+        if lock is None:
+            lock = _MODEL_LOCKS[model] = threading.RLock()
+        return lock
 
 
 def resolve_torch_device(device: str | None) -> str:

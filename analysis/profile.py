@@ -236,6 +236,8 @@ def resolve_profile(info, profile: "HeadProfile | str | os.PathLike | None" = No
             except ProfileError:
                 pass
         return fallback_profile(info)
+    if not isinstance(profile, (HeadProfile, str, os.PathLike)):
+        raise ProfileError(f"profile must be a HeadProfile or a path to one (got {type(profile).__name__})")
     prof = profile if isinstance(profile, HeadProfile) else HeadProfile.load(profile)
     prof.check_model(info)
     return prof

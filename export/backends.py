@@ -125,7 +125,8 @@ def _auto_backend(loaded, profile, *, device, artifact, precision, export, threa
             raise
         if not quiet:
             logger.warning(f"serving with torch: {first_line(exc, 300)}")
-        return _torch_backend(loaded, profile, device=device, artifact=None, precision=precision, export=export,
+        # the precision was the ONNX engine's; the fallback runs fp32, as the warning above says
+        return _torch_backend(loaded, profile, device=device, artifact=None, precision=None, export=export,
                               threads=threads, quiet=quiet)
 
 
@@ -144,6 +145,9 @@ def _torch_backend(loaded, profile, *, device, artifact, precision, export, thre
     """:class:`TorchBackend` on ``device`` (an artifact is refused: only ONNX serves one)."""
     if artifact is not None:
         raise HeadsegError("an artifact is served by the onnx backend, not torch")
+    if precision not in (None, "fp32"):
+        # asked of torch it would be silently ignored: torch runs the model in fp32
+        raise HeadsegError(f"precision {precision} is served by the onnx backend; torch runs fp32")
     return TorchBackend(loaded, device=device or "auto")
 
 

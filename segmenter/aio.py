@@ -27,6 +27,7 @@ from headseg.analysis.errors import HeadsegError
 
 from .batcher import DEFAULT_MAX_BATCH_TOKENS, BatchedBackend, Batcher, Ticket, current_ticket
 from .options import SegmentOptions
+from .stream import iterable_of
 
 #: worker threads of a runner: documents whose CPU work and windows are in flight at once
 DEFAULT_WORKERS = 16
@@ -50,6 +51,8 @@ class AsyncRunner:
         self.batcher = Batcher(segmenter.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
         self.segmenter = copy.copy(segmenter)
         self.segmenter.backend = BatchedBackend(self.batcher)
+        # weak: the segmenter keeps its runner (runner_of), and it should go with its segmenter
+        self._source = weakref.ref(segmenter)
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")
         self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
 
@@ -58,9 +61,19 @@ class AsyncRunner:
         """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``."""
         token = current_ticket.set(ticket)
         try:
-            return self.segmenter.segment_many(list(texts), opts, progress=progress)
+            return self._current().segment_many(list(texts), opts, progress=progress)
         finally:
             current_ticket.reset(token)
+
+    def _current(self):
+        """The segmenter as it is now (its settings may have changed since the runner was made), on the
+        batcher's backend; the runner's copy once the segmenter itself is gone."""
+        source = self._source()
+        if source is None:
+            return self.segmenter
+        seg = copy.copy(source)
+        seg.backend = self.segmenter.backend
+        return seg
 
     async def segment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None,
                            ticket: Ticket | None = None, **overrides: Any) -> list:
@@ -71,6 +84,7 @@ class AsyncRunner:
         model call.
         """
         opts = SegmentOptions.of(options, **overrides)
+        texts = iterable_of(texts, "texts must be a list of str")
         ticket = ticket or Ticket()
         loop = asyncio.get_running_loop()
         ctx = contextvars.Context()  # the worker's ticket is its own, not the pool thread's
@@ -80,6 +94,10 @@ class AsyncRunner:
         except asyncio.CancelledError:
             ticket.cancel()
             self.batcher.drop(ticket)
+            # shield() stops watching the worker's future once the caller is gone: retrieve its end
+            # (the Cancelled it raises now) here, or the loop reports "Future exception was never
+            # retrieved" on stderr.
+            fut.add_done_callback(_retrieve)
             raise
 
     async def segment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
@@ -96,6 +114,12 @@ class AsyncRunner:
     def close(self) -> None:
         """Stop the batcher and the worker threads (pending work fails)."""
         self._finalizer()
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark ``fut``'s outcome as seen: nobody awaits it any more."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _shutdown(batcher: Batcher, pool: ThreadPoolExecutor) -> None:

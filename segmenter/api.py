@@ -41,7 +41,7 @@ from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, heading_units, starts
 from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
-                     segment_batch)
+                     iterable_of, segment_batch)
 from . import topics
 from .topics import TopicParams
 from .units import UnitParams, find_units
@@ -96,13 +96,25 @@ class Segmenter:
             raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(names[:-1])} or {names[-1]})")
         if unit_mode not in ("auto", "rules", "heads"):
             raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not _is_int(batch_size) or batch_size < 1:
             raise HeadsegError("batch_size must be a positive integer")
+        if not _is_int(max_tokens):
+            raise HeadsegError(f"max_tokens must be an integer (got {max_tokens!r})")
+        if threads is not None and (not _is_int(threads) or threads < 1):
+            raise HeadsegError(f"threads must be a positive integer or None (got {threads!r})")
+        if params is not None and not isinstance(params, TopicParams):
+            raise HeadsegError(f"params must be a TopicParams (got {type(params).__name__})")
+        if unit_params is not None and not isinstance(unit_params, UnitParams):
+            raise HeadsegError(f"unit_params must be a UnitParams (got {type(unit_params).__name__})")
+        self.sentence_splitter = check_splitter(sentence_splitter)
         if isinstance(model, LoadedModel):
             self.loaded = model
         else:
             # The ONNX engine needs no torch weights: load them only for the torch backend.
             self.loaded = load_model(model, weights=backend == "torch")
+        # before the backend: building one may export its serving graph into the cache
+        if not 8 <= max_tokens <= self.loaded.info.max_positions:
+            raise HeadsegError(f"max_tokens must be between 8 and {self.loaded.info.max_positions}")
         if artifact is not None and profile is None:
             profile = artifact_profile(artifact, self.loaded)
         self.profile = resolve_profile(self.loaded.info, profile)
@@ -116,9 +128,6 @@ class Segmenter:
         self.params = params or TopicParams()
         self.unit_params = unit_params or UnitParams()
         self.unit_mode = unit_mode
-        self.sentence_splitter = check_splitter(sentence_splitter)
-        if not 8 <= self.max_tokens <= self.loaded.info.max_positions:
-            raise HeadsegError(f"max_tokens must be between 8 and {self.loaded.info.max_positions}")
         info = self.loaded.info
         # Unit detection reads the profile's separator-focused heads; topic
         # similarity reads the topic heads (default: the whole last layer, which
@@ -190,9 +199,10 @@ class Segmenter:
         """
         return self.segment_many([text], options, progress=progress, **overrides)[0]
 
-    def __call__(self, text: str, **kwargs) -> Segmentation:
+    def __call__(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
+                 **kwargs: Any) -> Segmentation:
         """Same as :meth:`segment`."""
-        return self.segment(text, **kwargs)
+        return self.segment(text, options, **kwargs)
 
     async def asegment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
                        **overrides: Any) -> Segmentation:
@@ -209,6 +219,8 @@ class Segmenter:
                      progress=None, **overrides: Any) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept."""
         opts = SegmentOptions.of(options, **overrides)
+        texts = iterable_of(texts, "texts must be a list of str")
+        _check_progress(progress)
         docs = [self._prepare(text, opts) for text in texts]
         results = [self._without_search(d, opts) for d in docs]
         todo = [i for i, r in enumerate(results) if r is None]
@@ -310,12 +322,25 @@ class Segmenter:
         """:meth:`iter_segment`, one list per batch (a writer can make each batch durable at once)."""
         check_errors(errors)
         opts = SegmentOptions.of(options, **overrides)
+        _check_progress(progress)
+        items = iterable_of(items, "items must be an iterable of texts, records or (id, text) pairs", lazy=True)
 
         def segment_many(texts: Sequence[str]) -> list[Segmentation]:
             return self.segment_many(texts, options=opts, progress=progress)
 
         for batch in iter_batches(items, text_field, id_field, batch_docs, batch_chars):
             yield from checked(segment_batch(segment_many, batch), errors)
+
+
+def _is_int(v: Any) -> bool:
+    """Whether ``v`` is an integer (a numpy one too), not a bool."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _check_progress(progress: Any) -> None:
+    """``progress`` is None, a bool, or a bar with ``update`` (tqdm's interface)."""
+    if progress is not None and not isinstance(progress, bool) and not hasattr(progress, "update"):
+        raise HeadsegError(f"progress must be True, False, None or a progress bar (got {type(progress).__name__})")
 
 
 def _note_capped(results: list[Segmentation], segments: int) -> None:

@@ -93,6 +93,17 @@ class SegmentOptions:
         # Resolved once, so a tokenizer directory is read once and a bad one fails here.
         object.__setattr__(self, "_counter", resolve_token_counter(self.token_counter))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The resolved counter is a closure pickle cannot take (the options go to worker processes):
+        # it is resolved again from ``token_counter`` on the other side.
+        state = dict(self.__dict__)
+        state.pop("_counter", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "_counter", resolve_token_counter(self.token_counter))
+
     @property
     def counter(self) -> TokenCounter | None:
         """The resolved ``token_counter`` (None: count the segmenter model's tokens)."""

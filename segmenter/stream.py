@@ -10,6 +10,7 @@ again one document at a time, so only that document becomes a
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -42,8 +43,9 @@ def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_doc
                  batch_chars: int) -> Iterator[Batch]:
     """Batches of ``(index, id, text)`` read from ``items``; ``text`` is an :class:`InputError`
     (or the reader's own exception) for an unusable item."""
-    if batch_docs < 1 or batch_chars < 1:
-        raise HeadsegError("batch_docs and batch_chars must be at least 1")
+    if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in (batch_docs, batch_chars)):
+        raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {batch_docs!r}, "
+                           f"{batch_chars!r})")
     batch: Batch = []
     size = 0
     for index, item in enumerate(items):
@@ -84,6 +86,15 @@ def segment_batch(segment_many: Callable[[Sequence[str]], list[Segmentation]],
             res.meta["document"] = batch[i][1]
         results[i] = res
     return results  # type: ignore[return-value]
+
+
+def iterable_of(items: Any, what: str, lazy: bool = False) -> Any:
+    """``items`` as a list (``lazy``: as given), after checking that it is an iterable and not one text:
+    a str is iterable, and each of its characters would become a document.  Raises :class:`InputError`
+    saying ``what`` (the items themselves are checked one by one later)."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        raise InputError(f"{what} (got {type(items).__name__}; one text: segment())")
+    return items if lazy else list(items)
 
 
 def check_errors(errors: str) -> None:

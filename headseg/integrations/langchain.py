@@ -24,6 +24,7 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from headseg.segmenter.api import Segmenter
+from headseg.segmenter.stream import iterable_of
 
 from ._common import SegmenterRunner, chunk_segments
 
@@ -103,7 +104,7 @@ class HeadsegTextSplitter(TextSplitter):
 
 def _checked_texts(texts: Iterable[str], metadatas: list | None) -> list[str]:
     """``texts`` as a list, after checking that ``metadatas`` (if given) has one entry per text."""
-    texts = list(texts)
+    texts = iterable_of(texts, "texts must be a list of str")
     if metadatas is not None and len(metadatas) != len(texts):
         raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
     return texts

@@ -74,14 +74,37 @@ class HeadsegNodeParser(_OptionFields):
     device: Optional[str] = Field(default=None, description="auto, cpu or cuda")
 
     _runner: SegmenterRunner = PrivateAttr()
+    _given: bool = PrivateAttr(default=False)
 
     def __init__(self, segmenter: Segmenter | None = None, **data: Any):
+        unknown = sorted(set(data) - set(type(self).model_fields))
+        if unknown:  # pydantic would ignore it: a misspelt option must not be silently dropped
+            raise TypeError(f"unexpected keyword argument {unknown[0]!r} "
+                            f"(the segmentation options are {', '.join(option_names())})")
         for key in ("model", "profile"):
             if isinstance(data.get(key), os.PathLike):
                 data[key] = os.fspath(data[key])
         super().__init__(**data)
-        self._runner = SegmenterRunner(segmenter, model=self.model, profile=self.profile, backend=self.backend,
-                                       device=self.device, **{name: getattr(self, name) for name in option_names()})
+        self._given = segmenter is not None
+        self._runner = self._make_runner(segmenter)
+
+    def _make_runner(self, segmenter: Segmenter | None) -> SegmenterRunner:
+        return SegmenterRunner(segmenter, model=self.model, profile=self.profile, backend=self.backend,
+                               device=self.device, **{name: getattr(self, name) for name in option_names()})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The options are the parser's fields, read by LlamaIndex code and users alike: a change is
+        # validated now and used by the next parse (a loaded segmenter is kept unless the model changes).
+        if name not in _RUNNER_FIELDS:
+            return super().__setattr__(name, value)
+        old = getattr(self, name)
+        super().__setattr__(name, value)
+        keep = self._runner._segmenter if self._given or name in option_names() else None
+        try:
+            self._runner = self._make_runner(keep)
+        except BaseException:
+            super().__setattr__(name, old)
+            raise
 
     @classmethod
     def class_name(cls) -> str:
@@ -125,6 +148,9 @@ class HeadsegNodeParser(_OptionFields):
         for n, (a, b) in zip(nodes, offsets):
             n.start_char_idx, n.end_char_idx = a, b
         return nodes
+
+
+_RUNNER_FIELDS = frozenset((*option_names(), "model", "profile", "backend", "device"))
 
 
 def _texts(nodes: Sequence[BaseNode]) -> list[str]:

@@ -164,3 +164,22 @@ def test_similarity_symmetric_zero_diagonal_and_definition(tiny_bert):
     sm = context_similarity(z, mask=mask)
     assert np.all(sm[-3:] == 0) and np.all(sm[:, -3:] == 0)
     np.testing.assert_allclose(sm[:-3, :-3], s[:-3, :-3])
+
+
+def test_concurrent_captures_on_one_model_equal_sequential_ones(tiny_bert):
+    """The hooks live on the shared model: captures from several threads at once (two backends over one
+    model, as two Segmenters sharing a LoadedModel have) must each get their own windows' vectors."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = [windows_from_text(TEXT * (1 + i % 3), tiny_bert.tokenizer, max_tokens=16 + 8 * (i % 4))[: 1 + i % 4]
+               for i in range(8)]
+    backends = [TorchBackend(tiny_bert), TorchBackend(tiny_bert)]
+    expected = [backends[0].capture(b).z for b in batches]
+
+    def run(i: int) -> np.ndarray:
+        return backends[i % 2].capture(batches[i % len(batches)]).z
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(run, range(8 * len(batches))))
+    for i, z in enumerate(got):
+        np.testing.assert_array_equal(z, expected[i % len(batches)])

@@ -61,7 +61,7 @@ def test_the_adapter_holds_one_segment_options(adapter, tiny_segmenter):
     assert runner.options == SegmentOptions(max_chars=40, penalty=0.5)
 
 
-@pytest.mark.parametrize("adapter", [_langchain, _haystack])
+@pytest.mark.parametrize("adapter", ADAPTERS)
 def test_an_unknown_name_is_a_type_error(adapter, tiny_segmenter):
     with pytest.raises(TypeError, match="max_char"):
         adapter(tiny_segmenter, max_char=40)

@@ -79,3 +79,10 @@ def test_bad_options_fail_at_construction(tiny_segmenter):
         HeadsegTextSplitter(tiny_segmenter, max_chars=0)
     with pytest.raises(HeadsegError, match="not both"):
         HeadsegTextSplitter(tiny_segmenter, model="x")
+
+
+def test_create_documents_refuses_one_text_for_a_list(tiny_segmenter):
+    """A str is iterable: each of its characters became a document (start_index 0 every time)."""
+    splitter = HeadsegTextSplitter(tiny_segmenter)
+    with pytest.raises(HeadsegError, match="texts must be a list of str"):
+        splitter.create_documents(ECHO)

@@ -61,3 +61,21 @@ def test_options_and_serialisation(tiny_segmenter):
     assert d["max_tokens"] == 9 and "token_counter" not in d and d["class_name"] == "HeadsegNodeParser"
     with pytest.raises(HeadsegError, match="segments"):
         HeadsegNodeParser(tiny_segmenter, segments=0)
+
+
+def test_a_changed_option_field_is_validated_and_used_by_the_next_parse(tiny_segmenter):
+    """The options are the parser's pydantic fields: assigning one (as LlamaIndex code does with its own
+    parsers' fields) must change what the next parse does, and a bad value must be refused."""
+    parser = HeadsegNodeParser(tiny_segmenter)
+    wide = parser.get_nodes_from_documents([Document(text=REPEATED)])
+    assert max(len(n.text) for n in wide) > 60
+    parser.max_chars = 60
+    narrow = parser.get_nodes_from_documents([Document(text=REPEATED)])
+    assert max(len(n.text) for n in narrow) <= 60
+    assert parser.segmenter is tiny_segmenter
+    with pytest.raises(HeadsegError, match="max_chars must be a positive integer"):
+        parser.max_chars = -5
+    assert parser.max_chars == 60 and parser.to_dict()["max_chars"] == 60
+    with pytest.raises(HeadsegError, match="not both"):
+        parser.model = "some/model"
+    assert parser.model is None
