@@ -31,6 +31,11 @@ LEVELS = ("topic", "unit")
 #: (chosen on the dev retrieval corpora, docs/segmenter.md)
 TARGET_FRACTION = 0.6
 
+#: the largest ``penalty`` taken: far beyond it no document has a cut worth its price (the
+#: correlation length is at most ``TopicParams.max_lag`` = 100 units), and much larger values
+#: overflow the search's float sums
+MAX_PENALTY = 1e6
+
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
 
 
@@ -175,8 +180,8 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
         raise InputError(f"{label('overlap')} goes with {label('level')} topic, not {level}")
     p = values.get("penalty")
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
-                          or not math.isfinite(p) or p < 0):
-        raise InputError(f"{label('penalty')} must be a finite non-negative number (got {p!r})")
+                          or not math.isfinite(p) or not 0 <= p <= MAX_PENALTY):
+        raise InputError(f"{label('penalty')} must be a number from 0 to {MAX_PENALTY:g} (got {p!r})")
     check_splitter(values.get("sentence_splitter"))
 
 
