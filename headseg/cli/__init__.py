@@ -16,6 +16,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import Callable
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import WRITE_ERRNOS
@@ -83,27 +84,73 @@ def _silence_stdout() -> None:
         pass
 
 
-def _configure_process() -> None:
-    """The command line owns its process: quiet third-party chatter that is not meant for users."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+#: environment the command line sets for the libraries it loads, unless the user set it
+QUIET_ENV = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
     # e.g. "Some weights ... were not used" for the pooler that segmentation never reads,
     # and transformers 5's "Loading weights" bars: the command shows its own progress.
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    if sys.modules.get("transformers") is not None:  # imported before main() (e.g. main() called in-process)
-        hf_logging = sys.modules["transformers"].utils.logging
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+}
+
+
+def _configure_process() -> Callable[[], None]:
+    """The command line owns its process: quiet third-party chatter that is not meant for users.
+
+    Returns what undoes it: :func:`main` called inside a Python program (a notebook, a test, a
+    script) leaves that program's environment and logging as it found them.
+    """
+    env = {k: os.environ.get(k) for k in QUIET_ENV}
+    for k, v in QUIET_ENV.items():
+        os.environ.setdefault(k, v)
+    hf_before = _hf_logging()
+    hf_state = None if hf_before is None else (hf_before.get_verbosity(), hf_before.is_progress_bar_enabled())
+    if hf_before is not None:  # imported before main(): the environment above came too late for it
+        hf_before.set_verbosity_error()
+        hf_before.disable_progress_bar()
     # onnxruntime's quantiser logs advice on the root logger.
-    logging.getLogger().setLevel(logging.ERROR)
+    root = logging.getLogger()
+    root_level = root.level
+    root.setLevel(logging.ERROR)
     log = logging.getLogger("headseg")
+    log_level = log.level
     log.setLevel(logging.INFO)
+    handler = None
     if not any(getattr(h, "_headseg_cli", False) for h in log.handlers):
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_PrefixFormatter())
         handler._headseg_cli = True
         log.addHandler(handler)
+
+    def undo() -> None:
+        if handler is not None:
+            log.removeHandler(handler)
+        log.setLevel(log_level)
+        root.setLevel(root_level)
+        # the environment first: huggingface_hub refuses to enable bars while its variable is set
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        hf = _hf_logging()
+        if hf is not None and hf_state is not None:
+            hf.set_verbosity(hf_state[0])
+            if hf_state[1] != hf.is_progress_bar_enabled():
+                (hf.enable_progress_bar if hf_state[1] else hf.disable_progress_bar)()
+        elif hf is not None and env["TRANSFORMERS_VERBOSITY"] is None:
+            # imported during main() under the command's environment: back to transformers' default
+            # verbosity.  (Its bars stay off: huggingface_hub read its variable once, at import.)
+            hf.set_verbosity_warning()
+
+    return undo
+
+
+def _hf_logging():
+    """transformers' logging module when transformers is imported, else None."""
+    hf = sys.modules.get("transformers")
+    return None if hf is None else hf.utils.logging
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    _configure_process()
+    undo = _configure_process()
+    try:
+        return _run(args)
+    finally:
+        undo()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The parsed command, its errors turned into one line on stderr and an exit code."""
     try:
         check = getattr(args, "check", None)
         if check is not None:

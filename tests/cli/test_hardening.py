@@ -225,12 +225,16 @@ def test_item4_segment_outputs_are_recognised(tmp_path):
 def test_item8_notes_have_one_prefix(capsys):
     from headseg.cli import _configure_process
 
-    _configure_process()
-    handler = next(h for h in logging.getLogger("headseg").handlers if getattr(h, "_headseg_cli", False))
-    for msg in ("headseg: note: stored results of random were made with different settings",
-                "note: stored results of random were made with different settings"):
-        record = logging.LogRecord("headseg", logging.WARNING, __file__, 1, msg, None, None)
-        assert handler.format(record) == "headseg: note: stored results of random were made with different settings"
+    undo = _configure_process()
+    try:
+        handler = next(h for h in logging.getLogger("headseg").handlers if getattr(h, "_headseg_cli", False))
+        for msg in ("headseg: note: stored results of random were made with different settings",
+                    "note: stored results of random were made with different settings"):
+            record = logging.LogRecord("headseg", logging.WARNING, __file__, 1, msg, None, None)
+            assert handler.format(record) == \
+                "headseg: note: stored results of random were made with different settings"
+    finally:
+        undo()
 
 
 def test_item8_segments_go_with_level_topic(tmp_path, capsys):
