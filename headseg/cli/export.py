@@ -11,6 +11,7 @@ from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, check_out_dir
+from headseg.export.builder import check_opset
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 from headseg.export.policy import precision_preference, serving_device
 from headseg.export.runtime import cuda_provider_works
@@ -25,6 +26,8 @@ def check_args(args) -> None:
 
     (``headseg`` runs a command's ``check_args`` before its ``run``.)
     """
+    if args.out is not None and not args.out.strip():
+        raise InputError("--out: empty path")  # not the cache: the user named a folder and it is blank
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:
@@ -39,6 +42,10 @@ def check_args(args) -> None:
     why = export_available()
     if why:
         raise HeadsegError(f"cannot export the ONNX graph: {why}")
+    try:
+        check_opset(args.opset)  # before the model loads, not when onnxruntime refuses the finished graph
+    except HeadsegError as exc:
+        raise InputError(f"--opset: {exc}") from None
     check_device(args.device, args.precision)
 
 

@@ -163,3 +163,46 @@ def test_resume_refuses_a_shortened_output_before_the_model(tmp_path, doc, model
     monkeypatch.setattr("headseg.cli.segment.load_segmenter", no_model)
     rc, err = _run(argv + ["--resume"], capsys)
     assert rc == 2 and _one_line(err) and "shorter than the" in err, err
+
+
+# ------------------------------------------------------- export arguments
+@pytest.mark.parametrize("argv, message", [
+    (["--opset", "0"], "--opset: opset 0 has no LayerNormalization"),
+    (["--opset", "9999"], "--opset: opset 9999 is newer than the installed onnx"),
+    (["--out", ""], "--out: empty path"),
+])
+def test_export_argument_errors_before_the_model(capsys, argv, message):
+    """--opset was refused by the builder or onnxruntime after the export began (exit 5); --out '' exported
+    into the cache."""
+    rc, err = _run(["export", "--heads", "0:0"] + argv + NO_MODEL, capsys)
+    assert rc == 2 and _one_line(err) and message in err, err
+
+
+def test_export_opset_bounds_are_the_builders():
+    import onnx
+
+    from headseg.export.builder import MIN_OPSET, check_opset
+
+    check_opset(MIN_OPSET)
+    check_opset(onnx.defs.onnx_opset_version())
+    for bad in (MIN_OPSET - 1, onnx.defs.onnx_opset_version() + 1):
+        with pytest.raises(Exception, match=f"opset {bad} "):
+            check_opset(bad)
+
+
+# ------------------------------------------------------- serve arguments
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "0"], "--threads must be a positive integer (got 0)"),
+    (["--threads", "-2"], "--threads must be a positive integer (got -2)"),
+    (["--api-key", ""], "--api-key must not be empty"),
+])
+def test_serve_argument_errors(argv, message):
+    """--threads 0 started a server (segment refuses it); an empty key said '--the API key must not be empty'."""
+    pytest.importorskip("fastapi")
+    from headseg.cli import build_parser
+    from headseg.cli.serve import config_of
+
+    args = build_parser().parse_args(["serve"] + argv)
+    with pytest.raises(InputError) as info:
+        config_of(args)
+    assert str(info.value) == message
