@@ -117,7 +117,7 @@ def run(args) -> int:
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
     if not args.quiet:
-        print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
+        print(f"headseg: exporting {len(heads)} head(s) of {loaded.info.name} "
               f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
     kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=not args.no_truncate,
                   opset=args.opset, parity_device=device, profile=profile, progress=not args.quiet)

@@ -206,3 +206,15 @@ def test_serve_argument_errors(argv, message):
     with pytest.raises(InputError) as info:
         config_of(args)
     assert str(info.value) == message
+
+
+def test_evaluate_redo_goes_with_out(capsys):
+    """--redo without --out was accepted and meant nothing (--force without --out is refused)."""
+    rc, err = _run(["evaluate", str(EVAL_DATA), "--method", "random", "--redo"], capsys)
+    assert rc == 2 and _one_line(err) and "--redo goes with --out" in err, err
+
+
+def test_notes_on_stderr_carry_the_prefix(tmp_path, capsys):
+    """Every line headseg writes on stderr starts with 'headseg: ' ('results written to ...' did not)."""
+    rc, err = _run(["evaluate", str(EVAL_DATA), "--method", "random", "--out", str(tmp_path / "r.json")], capsys)
+    assert rc == 0 and err and all(line.startswith("headseg: ") for line in err.splitlines()), err
