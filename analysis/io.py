@@ -480,10 +480,27 @@ def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
 def replace_with(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
     """Rename the finished temporary file ``tmp`` (from :func:`temp_beside`) over the file ``path`` names."""
     # mkstemp creates 0600; give the file the mode a plain open() would have
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~_umask())
     os.replace(tmp, output_target(path))
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it where the system allows.
+
+    ``os.umask`` can only be read by setting it: between the two calls every
+    file another thread of the host process creates would get mode 0666.
+    Linux reports it in ``/proc/self/status`` (since 4.7).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o077)  # the fallback's window: files created meanwhile are private, not open to all
+    os.umask(umask)
+    return umask
 
 
 @contextlib.contextmanager

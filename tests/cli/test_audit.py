@@ -218,3 +218,18 @@ def test_notes_on_stderr_carry_the_prefix(tmp_path, capsys):
     """Every line headseg writes on stderr starts with 'headseg: ' ('results written to ...' did not)."""
     rc, err = _run(["evaluate", str(EVAL_DATA), "--method", "random", "--out", str(tmp_path / "r.json")], capsys)
     assert rc == 0 and err and all(line.startswith("headseg: ") for line in err.splitlines()), err
+
+
+# ------------------------------------------------------- the host process
+def test_atomic_writes_do_not_set_the_umask(tmp_path, monkeypatch):
+    """Reading the umask by setting it to 0 left a window in which the host's other threads made 0666 files."""
+    from headseg.analysis.io import atomic_write_text
+
+    old = os.umask(0o027)
+    try:
+        monkeypatch.setattr(os, "umask", lambda mask: pytest.fail("os.umask was called"))
+        atomic_write_text(tmp_path / "out.txt", "text")
+    finally:
+        monkeypatch.undo()
+        os.umask(old)
+    assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o640
