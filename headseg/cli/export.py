@@ -6,7 +6,7 @@ import json
 import sys
 
 from headseg.analysis.cache import file_lock, make_private
-from headseg.analysis.errors import DeviceError, HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
@@ -14,7 +14,7 @@ from headseg.export.artifact import PRECISIONS, check_out_dir
 from headseg.export.builder import check_opset
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 from headseg.export.policy import precision_preference, serving_device
-from headseg.export.runtime import cuda_provider_works
+from headseg.export.runtime import require_cuda
 from headseg.export.serve import cache_target, export_available
 
 from . import options
@@ -95,8 +95,7 @@ def check_device(device: str, precision: str | None) -> str:
     ``--device cuda`` without a usable GPU: :class:`DeviceError` (exit 6);
     fp16 where the device is the CPU: :class:`InputError` (exit 2).
     """
-    if device == "cuda" and not cuda_provider_works():
-        raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+    require_cuda(device)
     target = serving_device(device)
     if precision == "fp16" and target == "cpu":
         raise InputError("--precision fp16 is served on CUDA and runs slowly or not at all on this CPU; "

@@ -233,3 +233,15 @@ def test_atomic_writes_do_not_set_the_umask(tmp_path, monkeypatch):
         monkeypatch.undo()
         os.umask(old)
     assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o640
+
+
+# ------------------------------------------------------- devices
+def test_cuda_without_a_gpu_is_refused_before_the_export(tmp_path, doc, model_dir, capsys, monkeypatch):
+    """`segment --device cuda` without a usable GPU exported an fp16 graph into the cache, then exited 6."""
+    import headseg.export.runtime as runtime
+
+    monkeypatch.setattr(runtime, "cuda_provider_works", lambda: False)
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    rc, err = _run(["segment", str(doc), "--device", "cuda", "--model", model_dir], capsys)
+    assert rc == 6 and _one_line(err) and "no usable CUDA GPU" in err, err
+    assert not (tmp_path / "cache" / "onnx").exists() or not any((tmp_path / "cache" / "onnx").iterdir())
