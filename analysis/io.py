@@ -174,6 +174,18 @@ def read_json_object(
     return value
 
 
+def output_target(path: str | os.PathLike) -> Path:
+    """The file an output ``path`` names: the target of a symbolic link, else ``path`` itself.
+
+    An output is written where a plain ``open(path, "w")`` would write it: a
+    link the user made is kept and its target replaced, never the link itself
+    (renaming a temporary file over ``path`` would delete the link and leave
+    its target stale).
+    """
+    p = Path(path).expanduser()
+    return Path(os.path.realpath(p)) if p.is_symlink() else p
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and rename, so a crash never leaves half a file."""
     with _atomic_file(Path(path), binary=True) as fh:
@@ -284,16 +296,20 @@ def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--o
     directory, anything that is not a regular file, anything under ``/proc``,
     ``/sys`` or ``/dev``, and a location where no file can be created (checked
     by creating and removing a temporary file beside the target, as the atomic
-    write will).  With ``ours`` (a test of whether an existing file is an output
+    write will).  A symbolic link is judged by its target (:func:`output_target`),
+    which is what gets written; a link into a missing folder is refused.  With ``ours`` (a test of whether an existing file is an output
     headseg wrote), a non-empty file that fails it is refused unless ``force``:
     headseg never overwrites what it did not write (an empty file holds nothing
     to lose).  Returns the path to write.
     """
     if out is None or str(out) == STDOUT:
         return None
-    target = Path(out).expanduser()
     if str(out) == "":
         raise InputError(f"{what}: empty path")
+    target = output_target(out)
+    if target != Path(out).expanduser() and not target.parent.is_dir():
+        # a dangling link into a missing folder: headseg does not make folders at the end of a link
+        raise InputError(f"{what} {out}: is a symbolic link to {target}, whose folder does not exist")
     _check_pseudo(target, what)
     if target.is_dir():
         raise InputError(f"{what} {target}: is a directory; give a file name")
@@ -328,8 +344,12 @@ LOCK_SUFFIX = ".headseg-lock"
 
 
 def lock_path(out: str | os.PathLike) -> Path:
-    """The lock file guarding the output ``out`` (a file or a folder): hidden, beside it."""
-    p = Path(out).expanduser()
+    """The lock file guarding the output ``out`` (a file or a folder): hidden, beside the file it names.
+
+    A symbolic link is followed (:func:`output_target`), so two runs writing one
+    file through different names take the same lock.
+    """
+    p = output_target(out)
     return p.parent / f".{p.name}{LOCK_SUFFIX}"
 
 
@@ -409,6 +429,10 @@ def check_output_dir(out: str | os.PathLike, inputs=(), files=(), what: str = "-
         if target.exists() and _same_file(os.stat(target), sst):
             raise InputError(f"{what} {target}: is the input folder {src}; pick another output folder")
     for name in files:
+        if (target / name).is_symlink():
+            # writing through it would replace a file outside the folder that headseg did not write
+            raise InputError(f"{what} {target}: {name} in it is a symbolic link; headseg writes its own files "
+                             "there, pick another output folder or remove the link")
         _check_not_input(target / name, stats, what)
     _probe_writable(target, what, target)
     return target
@@ -445,21 +469,50 @@ def open_output(out: str | os.PathLike | None, binary: bool = False):
         yield fh
 
 
+def temp_beside(path: str | os.PathLike) -> tuple[int, str]:
+    """``(fd, name)`` of a new temporary file in the folder of :func:`output_target` of ``path`` (made if
+    missing), to be renamed over it by :func:`replace_with`."""
+    p = output_target(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+
+
+def replace_with(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename the finished temporary file ``tmp`` (from :func:`temp_beside`) over the file ``path`` names."""
+    # mkstemp creates 0600; give the file the mode a plain open() would have
+    os.chmod(tmp, 0o666 & ~_umask())
+    os.replace(tmp, output_target(path))
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it where the system allows.
+
+    ``os.umask`` can only be read by setting it: between the two calls every
+    file another thread of the host process creates would get mode 0666.
+    Linux reports it in ``/proc/self/status`` (since 4.7).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o077)  # the fallback's window: files created meanwhile are private, not open to all
+    os.umask(umask)
+    return umask
+
+
 @contextlib.contextmanager
 def _atomic_file(p: Path, binary: bool):
     """Write through a temporary file beside ``p``, renamed over it only if the block succeeds."""
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    fd, tmp = temp_beside(p)
     try:
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""})) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        # mkstemp creates 0600; give the file the mode a plain open() would have
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
+        replace_with(tmp, p)
     except BaseException:
         try:
             os.unlink(tmp)

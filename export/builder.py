@@ -128,6 +128,23 @@ class _Encoder:
         return self.g.op("ReduceL2", [f, self.g.const([-1], np.int64)], keepdims=0)
 
 
+#: the first opset with LayerNormalization, which the graph is written with
+MIN_OPSET = 17
+
+
+def check_opset(opset: int) -> None:
+    """Refuse (:class:`ArtifactError`) an opset the graph cannot be written in, or the installed ``onnx`` does not
+    know (onnxruntime would refuse the graph only after the export's work)."""
+    import onnx
+
+    newest = onnx.defs.onnx_opset_version()
+    if opset < MIN_OPSET:
+        raise ArtifactError(f"opset {opset} has no LayerNormalization; use --opset {MIN_OPSET} or later")
+    if opset > newest:
+        raise ArtifactError(f"opset {opset} is newer than the installed onnx {onnx.__version__} knows "
+                            f"(up to {newest}); use --opset {MIN_OPSET}..{newest}")
+
+
 def build_graph(cfg: Mapping, tensors: Mapping[str, np.ndarray], heads: Sequence[tuple[int, int]],
                 attention: bool = False, norms: bool = False, truncate: bool = True, opset: int = 18):
     """The serving graph of ``heads`` as an ``onnx.ModelProto`` (see the module docstring for its contract)."""
@@ -135,8 +152,7 @@ def build_graph(cfg: Mapping, tensors: Mapping[str, np.ndarray], heads: Sequence
     from onnx import TensorProto, helper
 
     check_config(cfg, "config.json")
-    if opset < 17:
-        raise ArtifactError(f"opset {opset} has no LayerNormalization; use --opset 17 or later")
+    check_opset(opset)
     heads = sorted({(int(l), int(h)) for l, h in heads})
     if not heads:
         raise ModelError("export needs at least one head")

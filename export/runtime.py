@@ -51,6 +51,14 @@ def cuda_provider_works() -> bool:
     return True
 
 
+def require_cuda(device: str | None) -> None:
+    """:class:`DeviceError` (exit 6) when ``device`` is ``cuda`` and onnxruntime cannot run on a GPU here."""
+    from headseg.analysis.errors import DeviceError
+
+    if device == "cuda" and not cuda_provider_works():
+        raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+
+
 class _ModuleLogging:
     """Stands in for the ``logging`` module inside onnxruntime's tools while they run (see :func:`quiet_tools`).
 

@@ -27,6 +27,7 @@ from .artifact import PROFILE_NAME, cache_dir, check_matches, read_manifest
 from .engine import OnnxBackend
 from .exporter import export_artifact
 from .policy import precision_preference, serving_device
+from .runtime import require_cuda
 
 logger = logging.getLogger("headseg")
 
@@ -136,6 +137,7 @@ def onnx_backend(loaded: LoadedModel, profile: HeadProfile | None, device: str |
         return open_for_profile(loaded, Path(artifact), device or "auto", profile, threads)
     if profile is None:
         raise ArtifactError("the onnx backend needs a head profile (--profile) or an artifact (--artifact)")
+    require_cuda(device)  # before an export into the cache that no GPU here could serve (exit 6)
     target = serving_device(device)
     prefs = (precision,) if precision else precision_preference(target)
     directory = find_cached(loaded.info.fingerprint, profile.hash(), prefs, loaded.weights_digest)

@@ -21,7 +21,7 @@ from headseg.analysis.errors import ArtifactError, DeviceError, first_line
 from headseg.analysis.text import Window
 
 from .policy import serving_device
-from .runtime import _ort, cuda_provider_works
+from .runtime import _ort, require_cuda
 
 #: the token axes of each graph output (``head_z [B, N, T, d]``, ``head_attn [B, N, T, T]``...)
 _TOKEN_AXES = {"head_z": (2,), "head_attn": (2, 3), "head_fnorm": (2,), "last_hidden_state": (1,)}
@@ -44,8 +44,7 @@ class OnnxSession:
         ort = _ort()
         if device not in (None, "auto", "cpu", "cuda"):
             raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
-        if device == "cuda" and not cuda_provider_works():
-            raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+        require_cuda(device)
         want_cuda = serving_device(device) == "cuda"
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -45,6 +45,8 @@ def check_args(args: argparse.Namespace) -> list[str]:
     check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
     if args.force and not args.out:
         raise InputError("--force goes with --out")
+    if args.redo and not args.out:
+        raise InputError("--redo goes with --out (without it nothing is stored, so every method runs anyway)")
     if args.backend == "torch" and "headseg" in names:
         options.require(*options.TORCH_MODULES)
     return names
@@ -77,7 +79,7 @@ def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
     else:
         print(format_tables(summaries))
     if args.out and not args.quiet:
-        print(f"results written to {args.out}", file=sys.stderr)
+        print(f"headseg: results written to {args.out}", file=sys.stderr)
     return 0
 
 

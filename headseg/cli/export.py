@@ -6,14 +6,15 @@ import json
 import sys
 
 from headseg.analysis.cache import file_lock, make_private
-from headseg.analysis.errors import DeviceError, HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, check_out_dir
+from headseg.export.builder import check_opset
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 from headseg.export.policy import precision_preference, serving_device
-from headseg.export.runtime import cuda_provider_works
+from headseg.export.runtime import require_cuda
 from headseg.export.serve import cache_target, export_available
 
 from . import options
@@ -25,6 +26,8 @@ def check_args(args) -> None:
 
     (``headseg`` runs a command's ``check_args`` before its ``run``.)
     """
+    if args.out is not None and not args.out.strip():
+        raise InputError("--out: empty path")  # not the cache: the user named a folder and it is blank
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:
@@ -39,6 +42,10 @@ def check_args(args) -> None:
     why = export_available()
     if why:
         raise HeadsegError(f"cannot export the ONNX graph: {why}")
+    try:
+        check_opset(args.opset)  # before the model loads, not when onnxruntime refuses the finished graph
+    except HeadsegError as exc:
+        raise InputError(f"--opset: {exc}") from None
     check_device(args.device, args.precision)
 
 
@@ -88,8 +95,7 @@ def check_device(device: str, precision: str | None) -> str:
     ``--device cuda`` without a usable GPU: :class:`DeviceError` (exit 6);
     fp16 where the device is the CPU: :class:`InputError` (exit 2).
     """
-    if device == "cuda" and not cuda_provider_works():
-        raise DeviceError("--device cuda was asked for, but onnxruntime has no usable CUDA GPU here")
+    require_cuda(device)
     target = serving_device(device)
     if precision == "fp16" and target == "cpu":
         raise InputError("--precision fp16 is served on CUDA and runs slowly or not at all on this CPU; "
@@ -110,7 +116,7 @@ def run(args) -> int:
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
     if not args.quiet:
-        print(f"exporting {len(heads)} head(s) of {loaded.info.name} "
+        print(f"headseg: exporting {len(heads)} head(s) of {loaded.info.name} "
               f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
     kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=not args.no_truncate,
                   opset=args.opset, parity_device=device, profile=profile, progress=not args.quiet)

@@ -136,7 +136,7 @@ def _inspect(args, text: str) -> int:
             fingerprint=np.asarray(info.fingerprint),
             model=np.asarray(info.name),
         )
-        print(f"saved Z {ins.z.shape}, S, A, fnorm and norm_attention for all heads to {args.save}", file=sys.stderr)
+        print(f"headseg: saved Z {ins.z.shape}, S, A, fnorm and norm_attention for all heads to {args.save}", file=sys.stderr)
     return 0
 
 

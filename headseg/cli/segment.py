@@ -50,8 +50,8 @@ from headseg.segmenter.options import SegmentOptions, add_option_flags
 
 from . import options
 from .inputs import Source, expand_inputs, iter_documents
-from .sinks import (JournalSink, ParquetSink, Sink, StreamSink, check_output, document_digest, is_segment_output,
-                    read_journal)
+from .sinks import (JournalSink, ParquetSink, Sink, StreamSink, check_journal, check_journal_end, check_output,
+                    document_digest, is_segment_output, journal_path, read_journal)
 
 #: what a resumed run must share with the interrupted one besides the segmentation options and the inputs
 RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precision", "input_format", "text_field",
@@ -139,6 +139,8 @@ def find_inputs(args) -> tuple[list[Source], list[tuple[str, str]]]:
     if writes_file(args):
         # --resume appends to its own output: what it may resume is judged by check_resume
         check_output(args.out, sources, journaled(args), force=args.force or args.resume)
+        if journaled(args) and args.engine == "local":
+            check_journal(args.out, force=args.force or args.resume)
     return sources, missing
 
 
@@ -161,7 +163,7 @@ def check_resume(args, settings: dict, sources: list[Source]) -> bool:
     """``--resume``, before the model is loaded: False when ``--out`` is a finished headseg output (no journal:
     nothing to do).  Refused (exit 2): a file without a journal that headseg did not write, a journal of other
     settings, and inputs that changed since the journaled documents were written."""
-    journal = args.out + ".journal"
+    journal = journal_path(args.out)
     if os.path.exists(args.out) and not os.path.exists(journal):
         if not is_segment_output(args.out, "jsonl"):
             raise InputError(f"--resume: {args.out} has no journal and is not a headseg JSONL output; "
@@ -171,7 +173,8 @@ def check_resume(args, settings: dict, sources: list[Source]) -> bool:
                   file=sys.stderr)
         return False
     if os.path.exists(journal):
-        done = read_journal(journal, settings)[0]
+        done, end, _ = read_journal(journal, settings)
+        check_journal_end(args.out, end)  # before the model loads
         # stdin can be read once: its documents are checked as they are read
         if done and all(s.path != "-" for s in sources):
             last = max(done)

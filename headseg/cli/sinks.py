@@ -19,13 +19,11 @@ import json
 import os
 import re
 import sys
-import tempfile
 import textwrap
-from pathlib import Path
 from typing import Protocol, Sequence
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import check_output_path, read_start
+from headseg.analysis.io import check_output_path, read_start, replace_with, temp_beside
 from headseg.analysis.segments import RECORD_FIELDS, Segmentation
 
 from .inputs import Source
@@ -114,6 +112,42 @@ def check_output(out: str, sources: list[Source], direct: bool, force: bool = Fa
         raise InputError(f"--out {out}: permission denied")
 
 
+def journal_path(out: str) -> str:
+    """The journal that makes ``--resume`` of the JSONL output ``out`` exact: ``OUT.journal`` beside it."""
+    return out + ".journal"
+
+
+def is_journal(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` begins with a journal header that headseg wrote (of any version)."""
+    try:
+        head = json.loads(read_start(path).split(b"\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(head, dict) and "headseg_segment_journal" in head
+
+
+def check_journal(out: str, force: bool = False) -> None:
+    """Refuse, before any work, a journal path of ``out`` that headseg would clobber: a symbolic link or other
+    non-file (never written through), or a file headseg did not write (unless ``force``)."""
+    journal = journal_path(out)
+    if not os.path.lexists(journal):
+        return
+    if os.path.islink(journal) or not os.path.isfile(journal):
+        raise InputError(f"--out {out}: its journal {journal} exists and is not a regular file; "
+                         "remove it or pick another output")
+    if not force and os.path.getsize(journal) > 0 and not is_journal(journal):
+        raise InputError(f"--out {out}: {journal} exists and is not a headseg journal; refusing to overwrite it "
+                         "(pass --force to replace it)")
+
+
+def check_journal_end(out: str, end: int) -> None:
+    """Refuse to resume into ``out`` when it is shorter than the ``end`` its journal records (it was changed)."""
+    size = os.path.getsize(out) if os.path.exists(out) else 0
+    if size < end:
+        raise InputError(f"--out {out}: {size:,} bytes, shorter than the {end:,} its journal records; "
+                         "it was changed since: run again without --resume")
+
+
 class StreamSink:
     """Text, JSON or JSONL to a stream (stdout), or to a temporary file renamed over ``--out`` at the end.
 
@@ -131,8 +165,7 @@ class StreamSink:
         elif direct:
             self.fh = open(out, "w", encoding="utf-8", newline="")
         else:
-            p = Path(out)
-            fd, self.tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+            fd, self.tmp = temp_beside(out)
             self.fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
         if fmt == "json" and not single:
             self.fh.write("[")
@@ -187,10 +220,7 @@ class StreamSink:
             return
         os.fsync(self.fh.fileno())
         self.fh.close()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.tmp, 0o666 & ~umask)
-        os.replace(self.tmp, self.out)
+        replace_with(self.tmp, self.out)
 
 
 class ParquetSink:
@@ -203,8 +233,7 @@ class ParquetSink:
         self.pa = pa
         types = {"document": pa.string(), "score": pa.float64(), "text": pa.string()}
         self.schema = pa.schema([(f, types.get(f, pa.int64())) for f in RECORD_FIELDS])
-        p = Path(out)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+        fd, self.tmp = temp_beside(out)
         os.close(fd)
         self.out = out
         self.writer = pq.ParquetWriter(self.tmp, self.schema)
@@ -222,7 +251,7 @@ class ParquetSink:
         """Finish the file and rename it over ``--out``, or remove it if not ``ok``."""
         self.writer.close()
         if ok:
-            os.replace(self.tmp, self.out)
+            replace_with(self.tmp, self.out)
         else:
             os.unlink(self.tmp)
 
@@ -271,21 +300,21 @@ class JournalSink:
 
     def __init__(self, out: str, settings: dict, resume: bool):
         self.out = out
-        self.journal = out + ".journal"
+        self.journal = journal_path(out)
         self.done: dict[int, tuple[str, str]] = {}
+        # the journal is headseg's own file: never written through a link planted in its place
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
         if resume and os.path.exists(self.journal):
             self.done, end, journal_valid = read_journal(self.journal, settings)
-            size = os.path.getsize(out) if os.path.exists(out) else 0
-            if size < end:
-                raise InputError(f"--out {out}: {size:,} bytes, shorter than the {end:,} its journal records; "
-                                 "it was changed since: run again without --resume")
-            self.fd = os.open(out, os.O_WRONLY | os.O_APPEND)
+            check_journal_end(out, end)
+            # O_CREAT: a run killed before its first batch left a journal and perhaps no output yet
+            self.fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             # whatever a killed run wrote after its last finished batch is dropped
             os.ftruncate(self.fd, end)
-            self.jfd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
+            self.jfd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | nofollow)
             os.ftruncate(self.jfd, journal_valid)
         else:
-            self.jfd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            self.jfd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow, 0o666)
             self._append(self.jfd, json.dumps({"headseg_segment_journal": JOURNAL_VERSION, "settings": settings},
                                               sort_keys=True) + "\n")
             os.fsync(self.jfd)

@@ -73,12 +73,12 @@ def _study(args, cfg: StudyConfig) -> int:
     elif args.report_only:
         cfg.resume = True
         report = Study(cfg, loaded).report_from_checkpoint()
-        print(f"interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
+        print(f"headseg: interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
               file=sys.stderr)
     else:
         report = run_study(cfg, loaded, stop_after_batches=args.stop_after_batches)
     if report is None:
-        print(f"stopped after {args.stop_after_batches} batches; continue with --resume", file=sys.stderr)
+        print(f"headseg: stopped after {args.stop_after_batches} batches; continue with --resume", file=sys.stderr)
         return 0
     if not args.quiet:
         print(f"{report['windows']:,} windows; wrote report.json, report.md, heads.json to {args.out}")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 from headseg.analysis.errors import InputError
 
-from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS
+from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, read_document
 
 
 def register(sub) -> None:
@@ -34,6 +36,13 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _is_terminal(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
 def run(args) -> int:
     """``headseg tui``: check the flags and the file, then run the app until it quits; returns the exit code."""
     from . import options
@@ -47,10 +56,13 @@ def run(args) -> int:
     if args.head_bytes < 1:
         raise InputError("--head-bytes must be at least 1")
     if args.file is not None and args.file != "-":
-        from pathlib import Path
-
-        if not Path(args.file).exists():
-            raise InputError(f"{args.file}: no such file")
+        # what the app would read (missing, a folder, binary, empty): one line now, not an error inside the app
+        read_document(args.file, args.head_bytes)
+    if not (_is_terminal(sys.stdin) and _is_terminal(sys.stderr)):
+        # Textual draws on stderr and reads keys from stdin; without a terminal the app can never be quit
+        # and spins a core until it is killed
+        raise InputError("headseg tui needs an interactive terminal (its standard input and error are not one); "
+                         "for a picture of it without one: python -m headseg.tui.screenshot")
     from headseg.tui.app import create_app
 
     app = create_app(

@@ -55,8 +55,12 @@ class ServeConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {v!r})")
+        # None is one thread per core; 0 or less would be passed on to the runtime as is
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise HeadsegError(f"threads must be a positive integer (got {self.threads!r})")
         if self.api_key is not None and not self.api_key:
-            raise HeadsegError("the API key must not be empty")
+            raise HeadsegError("api-key must not be empty")
 
 
 class Engine:

@@ -402,6 +402,7 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
                         windows=self.options.max_windows)
 
     monkeypatch.setattr(HeadsegApp, "run", fake_run)
+    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)  # as in a terminal
     f = tmp_path / "doc.txt"
     f.write_text(TEXT, encoding="utf-8")
     rc = cli_main(["tui", str(f), "--colors", "256", "--no-segmenter", "--max-windows", "7"])
@@ -411,6 +412,33 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("headseg: error:") and "missing.txt: no such file" in err
     assert cli_main(["tui", str(f), "--max-windows", "0"]) == 2
+
+
+@pytest.mark.parametrize("content, message", [(None, "is a directory"), (b"\x00\x01\x02 bin", "binary"),
+                                              (b"  \n", "empty input")])
+def test_cli_refuses_a_file_the_app_cannot_show(tmp_path, monkeypatch, capsys, content, message):
+    """A folder, a binary or an empty file went into the app (a directory spun a core); one line, exit 2."""
+    monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
+    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)
+    f = tmp_path / "in"
+    if content is None:
+        f.mkdir()
+    else:
+        f.write_bytes(content)
+    assert cli_main(["tui", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("headseg: error:") and err.count("\n") == 1 and message in err, err
+
+
+def test_cli_refuses_to_start_without_a_terminal(tmp_path, monkeypatch, capsys):
+    """Without a terminal (stdin from /dev/null, a pipe, CI) the app could never be quit and spun a core."""
+    monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
+    f = tmp_path / "doc.txt"
+    f.write_text(TEXT, encoding="utf-8")
+    assert not sys.stdin.isatty()  # pytest's captured stdin
+    assert cli_main(["tui", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("headseg: error:") and "needs an interactive terminal" in err, err
 
 
 def test_matrix_is_drawn_at_full_size_after_a_slow_load():
