@@ -16,24 +16,18 @@ from headseg.analysis.errors import InputError
 from headseg.analysis.io import check_output_dir, lock_path
 from headseg.cli import main
 
+from cli_helpers import one_line as _one_line, run as _run
+
 NO_MODEL = ["--model", "/nonexistent/model"]
 TEXT = ("The committee met on Monday. It approved the budget after a long debate. "
         "Rain fell all night. The river rose quickly. Farmers moved their cattle.")
 EVAL_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "docs.jsonl"
 
 
-def _one_line(err: str) -> bool:
-    return err.startswith("headseg: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
-def _run(argv, capsys):
-    rc = main(argv)
-    return rc, capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def model_dir(tiny_bert_dir):
-    return str(tiny_bert_dir)
 
 
 @pytest.fixture

@@ -24,24 +24,18 @@ from headseg.analysis.io import lock_path, output_lock
 from headseg.analysis.segments import Segmentation
 from headseg.cli import main
 
+from cli_helpers import one_line as _one_line, run as _run
+
 NO_MODEL = ["--model", "/nonexistent/model"]
 SENTENCES = ["The committee met on Monday.", "It approved the budget after a long debate.",
              "Rain fell all night.", "The river rose quickly.", "Farmers moved their cattle.",
              "Prices of grain went up."]
 
 
-def _one_line(err: str) -> bool:
-    return err.startswith("headseg: error: ") and err.count("\n") == 1 and "Traceback" not in err
 
 
-def _run(argv, capsys):
-    rc = main(argv)
-    return rc, capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def model_dir(tiny_bert_dir):
-    return str(tiny_bert_dir)
 
 
 @pytest.fixture

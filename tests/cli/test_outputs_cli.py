@@ -10,19 +10,15 @@ import pytest
 
 from headseg.cli import main
 
+from cli_helpers import one_line as _one_line, run as _run
+
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 #: a model that does not exist: a check that runs before the model load answers exit 2, not 3
 NO_MODEL = ["--model", "/nonexistent/model"]
 
 
-def _run(argv, capsys):
-    rc = main(argv)
-    err = capsys.readouterr().err
-    return rc, err
 
 
-def _one_line(err):
-    return err.startswith("headseg: error: ") and err.count("\n") == 1
 
 
 @pytest.fixture
