@@ -209,10 +209,11 @@ class Study:
                 f"{path} was made for model {meta.get('model_name')} ({meta.get('model_fingerprint')}), "
                 f"not {self.info.name} ({self.info.fingerprint}); use another --out or --force"
             )
-        for key, label in (("corpus_fingerprint", "corpus"), ("parameters", "parameters"), ("schema", "schema")):
+        for key, label in (("corpus_fingerprint", "a different corpus"), ("parameters", "other parameters"),
+                           ("schema", "a different schema")):
             if meta.get(key) != mine[key]:
                 raise InputError(
-                    f"{path} was made with a different {label} ({meta.get(key)} vs {mine[key]}); "
+                    f"{path} was made with {label} ({_difference(meta.get(key), mine[key])}); "
                     "use the same settings to resume, or --force to start over"
                 )
         try:
@@ -354,3 +355,11 @@ def _torch_threads() -> int:
 def run_study(cfg: StudyConfig, loaded, stop_after_batches: int | None = None) -> dict | None:
     """Run the study of ``cfg`` with ``loaded`` (see :meth:`Study.run`); the report, or None when stopped early."""
     return Study(cfg, loaded).run(stop_after_batches=stop_after_batches)
+
+
+def _difference(old, new) -> str:
+    """``old`` against ``new`` in a message: only the entries that differ when both are mappings."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)]
+        return ", ".join(f"{k} {old.get(k)!r} then, {new.get(k)!r} now" for k in keys)
+    return f"{old} then, {new} now"
