@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.io import read_json_object
 
 from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, read_document
 
@@ -58,6 +60,16 @@ def run(args) -> int:
     if args.file is not None and args.file != "-":
         # what the app would read (missing, a folder, binary, empty): one line now, not an error inside the app
         read_document(args.file, args.head_bytes)
+    for flag, path in (("--profile", args.profile), ("--report", args.report)):
+        if path is not None:
+            # the app shows a file it cannot use as a note; a file named on the command line that is not
+            # even a JSON object is the user's slip: one line now
+            read_json_object(path, InputError, missing=f"{flag} {{path}}: no such file",
+                             unreadable=f"{flag} {{path}}: not a readable JSON file",
+                             not_object=f"{flag} {{path}}: not a JSON object")
+    export_dir = Path(args.export_dir).expanduser()
+    if export_dir.exists() and not export_dir.is_dir():
+        raise InputError(f"--export-dir {args.export_dir}: not a folder")
     if not (_is_terminal(sys.stdin) and _is_terminal(sys.stderr)):
         # Textual draws on stderr and reads keys from stdin; without a terminal the app can never be quit
         # and spins a core until it is killed

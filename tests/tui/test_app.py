@@ -430,6 +430,29 @@ def test_cli_refuses_a_file_the_app_cannot_show(tmp_path, monkeypatch, capsys, c
     assert err.startswith("headseg: error:") and err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.parametrize("flag, content, message", [
+    ("--report", None, "--report {f}: no such file"),
+    ("--report", b"\x00\x01 binary", "--report {f}: not a readable JSON file"),
+    ("--profile", b"[1, 2]", "--profile {f}: not a JSON object"),
+    ("--export-dir", b"a file of the user's", "--export-dir {f}: not a folder"),
+])
+def test_cli_refuses_a_bad_report_profile_or_export_folder(tmp_path, monkeypatch, capsys, flag, content, message):
+    """Files named on the command line were only found wanting inside the app (or, for the export
+    folder, when `e` was pressed): one line and exit 2 before it starts."""
+    monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
+    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)
+    doc = tmp_path / "doc.txt"
+    doc.write_text(TEXT, encoding="utf-8")
+    f = tmp_path / "given"
+    if content is not None:
+        f.write_bytes(content)
+    assert cli_main(["tui", str(doc), flag, str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("headseg: error:") and err.count("\n") == 1 and message.format(f=f) in err, err
+    if content is not None:
+        assert f.read_bytes() == content
+
+
 def test_cli_refuses_to_start_without_a_terminal(tmp_path, monkeypatch, capsys):
     """Without a terminal (stdin from /dev/null, a pipe, CI) the app could never be quit and spun a core."""
     monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
