@@ -357,13 +357,14 @@ def ray_cpu(root: int) -> dict[int, tuple[str, float]]:
     return out
 
 
-def part_ray(docs, requests: int) -> None:
+def part_ray(docs, requests: int, workers: int | None = None) -> None:
     rows = []
     for replicas in (1, 2):
         port = probe.free_port()
         # one model thread per replica: 2 replicas against 1 is like for like, as a second node would be
         proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
-                                 str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512"],
+                                 str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512",
+                                 *([] if workers is None else ["--workers", str(workers)])],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -385,7 +386,8 @@ def part_ray(docs, requests: int) -> None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(180)
     one = rows[0][1]["ok"] / rows[0][1]["wall"]
-    print(f"\n## Ray Serve at 16 clients, one model thread per replica ({requests} requests)\n")
+    print(f"\n## Ray Serve at 16 clients, one model thread per replica ({requests} requests"
+          f"{'' if workers is None else f', {workers} worker thread(s) per replica'})\n")
     print("| replicas | docs/s | chars/s | p50 s | p99 s | × 1 replica | replicas' cores busy (each) | proxy | "
           "other Ray processes | load generator | machine idle cores | statuses |")
     print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|")
@@ -410,6 +412,8 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, default=None,
                     help="throughput: also serve from this source tree (e.g. an export of the commit before), "
                          "side by side")
+    ap.add_argument("--ray-workers", type=int, default=None,
+                    help="ray: the replicas' --workers (default: the server's own default)")
     ap.add_argument("--server-flag", action="append", default=[],
                     help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--workers=16")
     args = ap.parse_args()
@@ -427,7 +431,7 @@ def main() -> None:
     if "equal" in parts:
         part_equal(docs)
     if "ray" in parts:
-        part_ray(docs, args.requests)
+        part_ray(docs, args.requests, args.ray_workers)
     print(f"\nload average at end {tuple(round(x, 2) for x in os.getloadavg())}")
 
 

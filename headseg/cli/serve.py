@@ -41,9 +41,9 @@ def register(sub) -> None:
                    help="documents admitted at once; more are answered 429 with Retry-After (default 512)")
     p.add_argument("--max-request-bytes", type=int, default=2 * 1024 * 1024,
                    help="largest request body; larger ones are answered 413 (default 2 MiB)")
-    p.add_argument("--workers", type=int, default=min(16, 2 * (os.cpu_count() or 1)),
-                   help="documents segmented side by side in this process (threads; default two per core, "
-                        "at most 16): each holds its document's working memory")
+    p.add_argument("--workers", type=int, default=None,
+                   help="documents segmented side by side in this process (threads; default two per model "
+                        "thread, at most 16): each holds its document's working memory")
     p.add_argument("--api-key", default=None,
                    help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
     p.add_argument("--engine", choices=("local", "ray"), default="local",

@@ -34,6 +34,7 @@ class ServeConfig:
     token budget of one model call; ``max_queue``: documents admitted at once
     (more: 429); ``max_request_bytes``: largest body (more: 413); ``api_key``:
     required as ``Authorization: Bearer KEY`` or ``X-API-Key`` when set.
+    ``workers``: documents segmented side by side (threads; None: :func:`default_workers`).
     """
 
     model: str | None = None
@@ -47,12 +48,14 @@ class ServeConfig:
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     max_queue: int = DEFAULT_MAX_QUEUE
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
-    workers: int = DEFAULT_WORKERS
+    workers: int | None = None
     api_key: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "workers", "batch_size"):
             v = getattr(self, name)
+            if name == "workers" and v is None:
+                continue  # default_workers(threads)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {v!r})")
         # None is one thread per core; 0 or less would be passed on to the runtime as is
@@ -61,6 +64,19 @@ class ServeConfig:
             raise HeadsegError(f"threads must be a positive integer (got {self.threads!r})")
         if self.api_key is not None and not self.api_key:
             raise HeadsegError("api-key must not be empty")
+
+
+def default_workers(threads: int | None) -> int:
+    """Documents segmented side by side when nobody says: two per model thread (``threads``, or one per
+    core when None), at most :data:`~headseg.segmenter.aio.DEFAULT_WORKERS`.
+
+    Two keep the model busy (one document's Python steps, tokenizing, pooling and the topic search, run
+    while another's windows are in the model); more only contend for the GIL and the cores.  Counting
+    the model's threads, not the machine's cores, matters where a process has fewer cores than the
+    machine: two one-thread Ray replicas on 2 cores served 61.7–66.7k chars/s with the machine's four
+    workers each, 69.5k with two (docs/performance.md).
+    """
+    return min(DEFAULT_WORKERS, 2 * (threads or os.cpu_count() or 1))
 
 
 class Engine:
@@ -102,7 +118,8 @@ class Engine:
                                 batch_size=c.batch_size, artifact=c.artifact, precision=c.precision,
                                 threads=c.threads, quiet=True)
                 seg.unit_params.progress = False
-                runner = AsyncRunner(seg, c.max_batch_tokens, c.workers, on_batch=self.metrics.on_batch)
+                workers = default_workers(c.threads) if c.workers is None else c.workers
+                runner = AsyncRunner(seg, c.max_batch_tokens, workers, on_batch=self.metrics.on_batch)
                 self.metrics.watch(runner.batcher)
                 runner.segment_many_sync([_WARM_TEXT], SegmentOptions())
             except HeadsegError as exc:

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from headseg.analysis.errors import HeadsegError
+
 from .conftest import TOPICS, documents
 
 pytestmark = pytest.mark.slow
@@ -103,3 +105,29 @@ def test_cancelling_the_task_drops_the_windows(segmenter):
         assert sum(calls) < n_windows
     finally:
         runner.close()
+
+
+def test_default_workers_follow_the_model_threads(monkeypatch):
+    """Two workers per model thread (one per core when unset), at most 16: a one-thread Ray replica on a
+    larger machine gets two, not two per core of the machine."""
+    from headseg.serve.engine import ServeConfig, default_workers
+
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert [default_workers(t) for t in (1, 2, 3, None)] == [2, 4, 6, 16]
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_workers(None) == 4
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert default_workers(None) == 2
+    assert ServeConfig().workers is None and ServeConfig(workers=3).workers == 3
+    with pytest.raises(HeadsegError, match="workers must be a positive integer"):
+        ServeConfig(workers=0)
+
+
+def test_the_engine_starts_the_default_workers():
+    from headseg.serve.engine import Engine, ServeConfig
+
+    engine = Engine(ServeConfig(threads=1)).start()
+    try:
+        assert engine.runner.pool._max_workers == 2  # two per model thread
+    finally:
+        engine.close()
