@@ -20,6 +20,8 @@ from __future__ import annotations
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import RECORD_FIELDS
 
+from .stream import not_text
+
 
 class SegmentActor:
     """One Ray actor: one Segmenter, loaded once, segmenting batches of documents into record rows."""
@@ -53,8 +55,7 @@ class SegmentActor:
             if doc_id is None:
                 items.append((None, InputError(f"the ray engine needs an id field '{self.id_field}' in every record")))
             elif not isinstance(text, str):
-                what = "missing" if text is None else f"a {type(text).__name__}, not a string"
-                items.append((doc_id, InputError(f"field '{self.text_field}' is {what}")))
+                items.append((doc_id, not_text(text, self.text_field)))
             else:
                 items.append((doc_id, text))
         cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}

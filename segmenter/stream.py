@@ -120,6 +120,12 @@ def _reason(exc: BaseException) -> str:
     return msg if isinstance(exc, HeadsegError) or msg == type(exc).__name__ else f"{type(exc).__name__}: {msg}"
 
 
+def not_text(value: Any, field: str) -> InputError:
+    """The error of a record whose text ``field`` holds ``value``, not a string (None: the field is missing)."""
+    what = "missing" if value is None else f"of type {type(value).__name__}, not a string"
+    return InputError(f"field '{field}' is {what}")
+
+
 def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, Any]:
     """``(id, text)`` of one input item; ``text`` is an :class:`InputError` when the item is unusable."""
     if isinstance(item, str):
@@ -132,8 +138,7 @@ def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, 
         doc_id = None if doc_id is None else str(doc_id)
         text = item.get(text_field)
         if not isinstance(text, str):
-            what = "missing" if text is None else f"a {type(text).__name__}, not a string"
-            return doc_id, InputError(f"field '{text_field}' is {what}")
+            return doc_id, not_text(text, text_field)
         return doc_id, text
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
         return (None if item[0] is None else str(item[0])), item[1]

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.io import decode_text, read_text
+from headseg.segmenter.stream import not_text
 
 #: suffixes read from a folder (a file named explicitly is always read)
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".ref")
@@ -155,8 +156,7 @@ def _iter_jsonl(path: str, args) -> Iterator[tuple[str, Any]]:
             doc_id = where if doc_id is None else str(doc_id)
             text = obj.get(args.text_field)
             if not isinstance(text, str):
-                what = "missing" if text is None else f"a {type(text).__name__}, not a string"
-                text = InputError(f"field '{args.text_field}' is {what}")
+                text = not_text(text, args.text_field)
             yield doc_id, text
     finally:
         if fh is not sys.stdin.buffer:
@@ -198,5 +198,5 @@ def _iter_parquet(path: str, args) -> Iterator[tuple[str, Any]]:
             where = f"{path}:{row}"
             row += 1
             if not isinstance(text, str):
-                text = InputError(f"field '{args.text_field}' is {'missing' if text is None else 'not a string'}")
+                text = not_text(text, args.text_field)
             yield (where if doc_id is None else str(doc_id)), text

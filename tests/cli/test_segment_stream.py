@@ -150,7 +150,7 @@ def test_failing_documents_are_reported_and_the_rest_go_on(tmp_path, model_dir, 
     assert rc == 1
     assert sorted({r["document"] for r in read_jsonl(out)}) == ["good1", "good2"]
     assert any(f"{corpus}:2: not valid JSON" in e for e in err)
-    assert any("num: field 'text' is a int, not a string" in e for e in err)
+    assert any("num: field 'text' is of type int, not a string" in e for e in err)
     assert any("bin.txt" in e and "binary" in e for e in err)
     assert any("missing.txt: no such file" in e for e in err)
     assert all(e.startswith("headseg: error: ") for e in err) and len(err) == 4
