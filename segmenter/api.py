@@ -40,8 +40,8 @@ from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, heading_units, starts_same_line
 from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
-from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_errors, checked, iter_batches,
-                     iterable_of, segment_batch)
+from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
+                     iter_batches, iterable_of, segment_batch)
 from . import topics
 from .topics import TopicParams
 from .units import UnitParams, find_units
@@ -307,12 +307,12 @@ class Segmenter:
 
         ``errors="raise"`` (default) raises a document's error when its turn
         comes; ``errors="yield"`` yields a :class:`DocumentError` in its place and
-        goes on with the rest.
+        goes on with the rest.  Bad arguments raise here, not at the first ``next()``.
         """
-        for batch in self.iter_segment_batches(items, options, text_field=text_field, id_field=id_field,
-                                               batch_docs=batch_docs, batch_chars=batch_chars,
-                                               errors=errors, progress=progress, **overrides):
-            yield from batch
+        batches = self.iter_segment_batches(items, options, text_field=text_field, id_field=id_field,
+                                            batch_docs=batch_docs, batch_chars=batch_chars,
+                                            errors=errors, progress=progress, **overrides)
+        return (result for batch in batches for result in batch)
 
     def iter_segment_batches(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None,
                              *, text_field: str = "text", id_field: str = "id",
@@ -320,16 +320,18 @@ class Segmenter:
                              errors: str = "raise", progress=None, **overrides: Any
                              ) -> Iterator[list[Segmentation | DocumentError]]:
         """:meth:`iter_segment`, one list per batch (a writer can make each batch durable at once)."""
+        # checked now, not at the first next(): the caller learns of a slip where it made it
         check_errors(errors)
         opts = SegmentOptions.of(options, **overrides)
         _check_progress(progress)
+        check_batch_sizes(batch_docs, batch_chars)
         items = iterable_of(items, "items must be an iterable of texts, records or (id, text) pairs", lazy=True)
 
         def segment_many(texts: Sequence[str]) -> list[Segmentation]:
             return self.segment_many(texts, options=opts, progress=progress)
 
-        for batch in iter_batches(items, text_field, id_field, batch_docs, batch_chars):
-            yield from checked(segment_batch(segment_many, batch), errors)
+        return (done for batch in iter_batches(items, text_field, id_field, batch_docs, batch_chars)
+                for done in checked(segment_batch(segment_many, batch), errors))
 
 
 def _is_int(v: Any) -> bool:

@@ -39,13 +39,18 @@ class DocumentError:
     error: BaseException | None = None
 
 
+def check_batch_sizes(batch_docs: Any, batch_chars: Any) -> None:
+    """Both batch limits are positive integers (raises :class:`HeadsegError`)."""
+    if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in (batch_docs, batch_chars)):
+        raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {batch_docs!r}, "
+                           f"{batch_chars!r})")
+
+
 def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_docs: int,
                  batch_chars: int) -> Iterator[Batch]:
     """Batches of ``(index, id, text)`` read from ``items``; ``text`` is an :class:`InputError`
     (or the reader's own exception) for an unusable item."""
-    if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in (batch_docs, batch_chars)):
-        raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {batch_docs!r}, "
-                           f"{batch_chars!r})")
+    check_batch_sizes(batch_docs, batch_chars)
     batch: Batch = []
     size = 0
     for index, item in enumerate(items):

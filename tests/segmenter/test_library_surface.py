@@ -71,7 +71,7 @@ def test_segment_many_and_iter_segment_refuse_a_text_where_texts_are_expected(se
     with pytest.raises(HeadsegError, match="texts must be"):
         segmenter.segment_many(texts)
     with pytest.raises(HeadsegError, match="items must be"):
-        next(segmenter.iter_segment(texts))
+        segmenter.iter_segment(texts)  # at the call, not at the first next()
     with pytest.raises(HeadsegError, match="texts must be"):
         asyncio.run(segmenter.asegment_many(texts))
 
@@ -80,7 +80,26 @@ def test_segment_many_and_iter_segment_refuse_a_text_where_texts_are_expected(se
                                  {"batch_docs": 0}])
 def test_iter_segment_batch_sizes_must_be_positive_integers(segmenter, bad):
     with pytest.raises(HeadsegError, match="batch_docs and batch_chars must be"):
-        next(segmenter.iter_segment([TOPICS], **bad))
+        segmenter.iter_segment([TOPICS], **bad)
+    with pytest.raises(HeadsegError, match="batch_docs and batch_chars must be"):
+        segmenter.iter_segment_batches([TOPICS], **bad)
+
+
+@pytest.mark.parametrize("bad, message", [({"errors": "ignore"}, "errors"), ({"progress": "yes"}, "progress"),
+                                          ({"max_tokens": -1}, "max_tokens")])
+def test_iter_segment_checks_its_arguments_at_the_call(segmenter, bad, message):
+    """A generator would raise only at the first next(), far from the line with the slip; and reads nothing."""
+    read = []
+
+    def items():
+        read.append(1)
+        yield TOPICS
+
+    for method in (segmenter.iter_segment, segmenter.iter_segment_batches):
+        with pytest.raises(HeadsegError, match=message):
+            method(items(), **bad)
+    assert read == []
+    assert [r.to_dict() for r in segmenter.iter_segment(items())] == [segmenter.segment(TOPICS).to_dict()]
 
 
 def test_calling_the_segmenter_takes_the_options_as_segment_does(segmenter):
