@@ -7,6 +7,16 @@ one-line message and a non-zero exit code.  Anything else is a bug.
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
+
+def is_integer(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's) and not a bool (an int subclass that is
+    never a count): the check every integer argument and option of headseg makes."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first non-empty line of an exception's message (its type name if it has none), at most ``limit`` chars."""

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.capture import HeadActivations
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, is_integer
 from headseg.analysis.model import LoadedModel, load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.segments import Segmentation
@@ -96,11 +96,11 @@ class Segmenter:
             raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(names[:-1])} or {names[-1]})")
         if unit_mode not in ("auto", "rules", "heads"):
             raise HeadsegError(f"unit_mode must be auto, rules or heads (got '{unit_mode}')")
-        if not _is_int(batch_size) or batch_size < 1:
+        if not is_integer(batch_size) or batch_size < 1:
             raise HeadsegError("batch_size must be a positive integer")
-        if not _is_int(max_tokens):
+        if not is_integer(max_tokens):
             raise HeadsegError(f"max_tokens must be an integer (got {max_tokens!r})")
-        if threads is not None and (not _is_int(threads) or threads < 1):
+        if threads is not None and (not is_integer(threads) or threads < 1):
             raise HeadsegError(f"threads must be a positive integer or None (got {threads!r})")
         if params is not None and not isinstance(params, TopicParams):
             raise HeadsegError(f"params must be a TopicParams (got {type(params).__name__})")
@@ -332,11 +332,6 @@ class Segmenter:
 
         return (done for batch in iter_batches(items, text_field, id_field, batch_docs, batch_chars)
                 for done in checked(segment_batch(segment_many, batch), errors))
-
-
-def _is_int(v: Any) -> bool:
-    """Whether ``v`` is an integer (a numpy one too), not a bool."""
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _check_progress(progress: Any) -> None:

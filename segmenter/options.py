@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, is_integer
 
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
 
@@ -162,7 +162,7 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
         raise InputError(f"{label('level')} must be one of {', '.join(LEVELS)} (got '{level}')")
     for name in ("segments", "min_chars", "max_chars", "max_tokens", "target_tokens"):
         v = values.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+        if v is not None and (not is_integer(v) or v < 1):
             raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
     if values.get("segments") is not None and level != "topic":
         # a number of segments means topic segments; units are as many as the text has
@@ -174,7 +174,7 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     if target is not None and cap is not None and target > cap:
         raise InputError(f"{label('target_tokens')} ({target}) is larger than {label('max_tokens')} ({cap})")
     ov = values.get("overlap")
-    if ov is not None and (isinstance(ov, bool) or not isinstance(ov, (int, np.integer)) or ov < 0):
+    if ov is not None and (not is_integer(ov) or ov < 0):
         raise InputError(f"{label('overlap')} must be a non-negative integer (got {ov!r})")
     if ov and level != "topic":
         raise InputError(f"{label('overlap')} goes with {label('level')} topic, not {level}")

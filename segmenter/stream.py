@@ -10,11 +10,10 @@ again one document at a time, so only that document becomes a
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from headseg.analysis.errors import HeadsegError, InputError, first_line
+from headseg.analysis.errors import HeadsegError, InputError, first_line, is_integer
 from headseg.analysis.segments import Segmentation
 
 #: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
@@ -41,7 +40,7 @@ class DocumentError:
 
 def check_batch_sizes(batch_docs: Any, batch_chars: Any) -> None:
     """Both batch limits are positive integers (raises :class:`HeadsegError`)."""
-    if any(isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for n in (batch_docs, batch_chars)):
+    if any(not is_integer(n) or n < 1 for n in (batch_docs, batch_chars)):
         raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {batch_docs!r}, "
                            f"{batch_chars!r})")
 
