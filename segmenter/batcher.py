@@ -220,9 +220,7 @@ class Batcher:
         """The first pending window of a live caller (lock held)."""
         while self._pending:
             job, i = self._pending.popleft()
-            if job.ticket is not None and job.ticket.cancelled:
-                job.fail(Cancelled("cancelled"))
-            elif not job.done.is_set():
+            if _live(job):
                 return [(job, i)]
         return []
 
@@ -238,10 +236,7 @@ class Batcher:
                 if job.key == key:
                     break  # budget full: the rest waits, in order
                 continue
-            if job.ticket is not None and job.ticket.cancelled:
-                job.fail(Cancelled("cancelled"))
-                continue
-            if not job.done.is_set():  # a job failed by another lane's call: its other windows are moot
+            if _live(job):
                 batch.append((job, i))
                 tokens += n
         keep.extend(self._pending)
@@ -281,6 +276,15 @@ class Batcher:
                     last = job.remaining == 0
                 if last:
                     job.done.set()
+
+
+def _live(job: _Job) -> bool:
+    """Whether ``job`` still wants its windows run: a cancelled caller's job is failed here, and a job
+    already failed (by another lane's call) wants nothing more (called with the batcher's lock held)."""
+    if job.ticket is not None and job.ticket.cancelled:
+        job.fail(Cancelled("cancelled"))
+        return False
+    return not job.done.is_set()
 
 
 def backend_lanes(backend) -> int:
