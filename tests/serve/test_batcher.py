@@ -183,6 +183,21 @@ class PerWindowBackend(RecordingBackend):
                 self.running -= 1
 
 
+def start_caller(batcher: Batcher, windows, ticket: Ticket) -> tuple[threading.Thread, list]:
+    """A started thread capturing ``windows`` under ``ticket``, and the list it puts its Cancelled in."""
+    errors: list = []
+
+    def work():
+        try:
+            batcher.capture(windows, ticket=ticket)
+        except Cancelled as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    return t, errors
+
+
 def test_backend_lanes_follow_the_backend():
     from headseg.segmenter.batcher import backend_lanes
 
@@ -239,16 +254,8 @@ def test_lanes_drop_a_cancelled_callers_windows():
     gate = threading.Event()
     backend = PerWindowBackend(2, hold={7}, gate=gate)
     batcher = Batcher(backend)
-    ticket, errors = Ticket(), []
-
-    def work():
-        try:
-            batcher.capture([FakeWindow(7, i, 4) for i in range(20)], ticket=ticket)
-        except Cancelled as exc:
-            errors.append(exc)
-
-    t = threading.Thread(target=work)
-    t.start()
+    ticket = Ticket()
+    t, errors = start_caller(batcher, [FakeWindow(7, i, 4) for i in range(20)], ticket)
     deadline = time.monotonic() + 10
     while (backend.running < 2 or batcher.pending_windows < 18) and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -286,16 +293,8 @@ def test_a_lane_that_drains_only_cancelled_windows_serves_on(monkeypatch, per_wi
     while held() < batcher.lanes and time.monotonic() < deadline:
         time.sleep(0.01)  # every lane is held at the gate
     assert held() == batcher.lanes
-    ticket, errors = Ticket(), []
-
-    def cancelled_caller():
-        try:
-            batcher.capture([FakeWindow(7, i, 4) for i in range(3)], ticket=ticket)
-        except Cancelled as exc:
-            errors.append(exc)
-
-    t = threading.Thread(target=cancelled_caller)
-    t.start()
+    ticket = Ticket()
+    t, errors = start_caller(batcher, [FakeWindow(7, i, 4) for i in range(3)], ticket)
     while batcher.pending_windows < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     ticket.cancel()
