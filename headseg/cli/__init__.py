@@ -128,7 +128,6 @@ def _configure_process() -> Callable[[], None]:
             log.removeHandler(handler)
         log.setLevel(log_level)
         root.setLevel(root_level)
-        # the environment first: huggingface_hub refuses to enable bars while its variable is set
         for k, v in env.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -73,8 +73,8 @@ def default_workers(threads: int | None) -> int:
     Two keep the model busy (one document's Python steps, tokenizing, pooling and the topic search, run
     while another's windows are in the model); more only contend for the GIL and the cores.  Counting
     the model's threads, not the machine's cores, matters where a process has fewer cores than the
-    machine: two one-thread Ray replicas on 2 cores served 61.7–66.7k chars/s with the machine's four
-    workers each, 69.5k with two (docs/performance.md).
+    machine: two one-thread Ray replicas on 2 cores served 64 846 chars/s with the machine's four
+    workers each and 67 957 with two, side by side (docs/performance.md).
     """
     return min(DEFAULT_WORKERS, 2 * (threads or os.cpu_count() or 1))
 
