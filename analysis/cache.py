@@ -76,6 +76,8 @@ def _write_record(kind: str, key: str, data: dict) -> bool:
             return False
         private_dir(path.parent)
         atomic_write_json(path, {"key": key, **data})
+        # the atomic write gives the umask's mode (0664 under umask 002), which _read_record would refuse
+        make_private(path)
         return True
     except OSError:
         return False

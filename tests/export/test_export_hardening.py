@@ -179,3 +179,27 @@ def test_issue23_item15_fp16_on_cpu_is_refused_before_export(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "fp16" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------- audit 2: the cache and export --out
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="mode bits are POSIX")
+def test_audit2_records_written_under_umask_002_are_trusted_again(tmp_path, monkeypatch):
+    # umask 002 (per-user groups) gave each record mode 0664, which the reader then refused as writable by the
+    # group: every run hashed the weights and the graph again and recomputed the fingerprint.
+    from headseg.analysis import cache
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "big.bin"
+    f.write_bytes(b"x" * 1000)
+    old = os.umask(0o002)
+    try:
+        assert cache.remember_fingerprint("d" * 32, "fp-1")
+        digest = cache.cached_digest(f)
+    finally:
+        os.umask(old)
+    assert cache.known_fingerprint("d" * 32) == "fp-1"
+    records = [p for k in ("digests", "fingerprints") for p in (tmp_path / "cache" / k).iterdir()]
+    assert len(records) == 2 and all(not (p.stat().st_mode & 0o022) for p in records)
+    calls = []
+    monkeypatch.setattr(cache, "file_sha256", lambda p: calls.append(p) or "rehashed")
+    assert cache.cached_digest(f) == digest and calls == []
