@@ -217,3 +217,54 @@ def test_audit2_concurrent_exports_to_one_out_folder_are_refused_not_torn(tiny_b
     assert len(err.splitlines()) == 1 and "another headseg run is writing it" in err
     assert not out.exists()
     assert _export(tiny_bert_dir, out) == 0 and read_manifest(out).heads == [(0, 1), (2, 3)]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="symbolic links and mode bits are POSIX")
+def test_audit2_a_link_planted_in_the_cache_never_redirects_an_export(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    from headseg.export.artifact import cache_dir
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    loaded = load_model(tiny_bert_dir, weights=False)
+    prof = _profile(loaded)
+    target = cache_dir(loaded.info.fingerprint, prof.hash(), "fp32", loaded.weights_digest)
+    target.parent.mkdir(parents=True, mode=0o700)
+    (tmp_path / "cache").chmod(0o700)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "tokenizer.json").write_text("not headseg's")
+    target.symlink_to(victim)  # the artifact's folder is a link out of the cache
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert main(["export", "--model", str(tiny_bert_dir), "--heads", HEADS, "--precision", "fp32", "--device", "cpu",
+                 "--quiet"]) == ArtifactError.exit_code
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert sorted(p.name for p in victim.iterdir()) == ["tokenizer.json"]
+    assert (victim / "tokenizer.json").read_text() == "not headseg's"
+    # the lock file beside it, linked to a file outside the cache: nothing is created there
+    target.unlink()
+    lock = target.parent / f".{target.name}.lock"
+    lock.symlink_to(tmp_path / "created-by-the-lock")
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert not (tmp_path / "created-by-the-lock").exists() and not target.exists()
+
+
+def test_audit2_a_file_where_the_cached_artifact_goes_is_one_line(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    # `headseg export` (to the cache) died with a FileExistsError traceback.
+    from headseg.export.artifact import cache_dir
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    loaded = load_model(tiny_bert_dir, weights=False)
+    prof = _profile(loaded)
+    target = cache_dir(loaded.info.fingerprint, prof.hash(), "fp32", loaded.weights_digest)
+    target.parent.mkdir(parents=True)
+    for d in (tmp_path / "cache", target.parent):
+        d.chmod(0o700)
+    target.write_text("a stray file")
+    assert main(["export", "--model", str(tiny_bert_dir), "--heads", HEADS, "--precision", "fp32", "--device", "cpu",
+                 "--quiet"]) == ArtifactError.exit_code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a directory" in err
+    with pytest.raises(ArtifactError, match="not a directory"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert target.read_text() == "a stray file"
