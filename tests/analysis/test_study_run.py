@@ -178,3 +178,19 @@ def test_shards_merged_equal_the_single_run(full_run, tmp_path, tiny_bert):
                 np.testing.assert_allclose(v, f[k], rtol=1e-9, err_msg=k)
             else:
                 np.testing.assert_array_equal(v, f[k], err_msg=k)
+
+
+def test_audit2_resume_never_writes_into_a_folder_without_a_checkpoint(tmp_path, tiny_bert):
+    # --resume let a non-empty folder through even when it held no checkpoint: the run started afresh and
+    # replaced the user's report.md (and wrote heads.json, report.json ... beside their files) without --force.
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my own notes")
+    with pytest.raises(InputError, match="no checkpoint.npz.*--force"):
+        run_study(cfg(out, resume=True), tiny_bert)
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]
+    assert (out / "report.md").read_text() == "my own notes"
+    # an empty or new folder is fine to "resume" (a run stopped before its first checkpoint left nothing)
+    (tmp_path / "empty").mkdir()
+    run_study(cfg(tmp_path / "empty", resume=True), tiny_bert, stop_after_batches=1)
+    assert run_study(cfg(tmp_path / "empty", resume=True), tiny_bert)["windows"] == 12
