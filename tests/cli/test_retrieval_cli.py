@@ -83,7 +83,8 @@ def test_retrieval_missing_or_undecodable_data(tmp_path, capsys):
     root = _data(tmp_path / "d")
     (root / "corpora" / "c.md").write_bytes(b"\xff\xfe\xfa bad")
     rc, _, err = _run(["retrieval", str(root), *NO_MODEL], capsys)
-    assert rc == 2 and err.count("\n") == 1 and "cannot read the retrieval set" in err
+    # headseg's text reader: the UTF-16 byte order mark is honoured, and the file that fails is named
+    assert rc == 2 and err.count("\n") == 1 and f"{root / 'corpora' / 'c.md'}: not valid utf-16-le" in err
 
 
 def test_retrieval_fixed_windows_end_to_end(tmp_path, capsys):
