@@ -111,3 +111,17 @@ def test_retrieval_fixed_windows_end_to_end(tmp_path, capsys):
         assert fixed["per_corpus"][name]["recall"] == pytest.approx(1.0)
         assert fixed["per_corpus"][name]["precision"] == pytest.approx(want["precision"])
         assert fixed["per_corpus"][name]["iou"] == pytest.approx(want["iou"])
+
+
+def test_audit2_an_unreadable_profile_is_found_before_the_embedder_runs(tmp_path, capsys, monkeypatch):
+    # --profile was read only when the headseg chunker was built, after every question had been embedded.
+    import headseg.segmenter.evaluation.embeddings as embeddings
+
+    def no_embedder(*a, **k):
+        raise AssertionError("the embedder was loaded before --profile was checked")
+
+    monkeypatch.setattr(embeddings, "MeanPooledEmbedder", no_embedder)
+    bad = tmp_path / "heads.json"
+    bad.write_text("[1, 2]")
+    rc, out, err = _run(["retrieval", str(_data(tmp_path / "d")), "--profile", str(bad)], capsys)
+    assert rc == 4 and out == "" and err.count("\n") == 1 and "not a valid head profile" in err

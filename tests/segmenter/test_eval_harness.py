@@ -240,3 +240,21 @@ def test_audit2_the_same_data_set_twice_is_refused_before_any_work(tmp_path, cap
         assert main(["evaluate", d, second, "--method", "even", "--quiet"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "given twice" in err
+
+
+def test_audit2_a_missing_model_or_unreadable_profile_is_one_line_not_a_table_of_failures(tmp_path, capsys):
+    # `--model` naming no model or `--profile` naming no profile became a "setup" failure on every document and
+    # exit 0; they are now the model (3) and profile (4) errors, found before the data is read.
+    bad_profile = tmp_path / "heads.json"
+    bad_profile.write_text("not json")
+    data = str(FIX / "choi_dir")
+    for extra, code, words in (
+        (["--model", str(tmp_path / "no-model")], 3, "no-model"),
+        (["--profile", str(bad_profile)], 4, "cannot read head profile"),
+        (["--profile", str(tmp_path / "missing.json")], 4, "no such head profile"),
+    ):
+        assert main(["evaluate", data, "--method", "even,headseg", "--quiet", *extra]) == code
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and words in err, err
+    # a method that takes no model is not held up by one
+    assert main(["evaluate", data, "--method", "even", "--quiet", "--model", str(tmp_path / "no-model")]) == 0
