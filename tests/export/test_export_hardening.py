@@ -268,3 +268,21 @@ def test_audit2_a_file_where_the_cached_artifact_goes_is_one_line(tiny_bert_dir,
     with pytest.raises(ArtifactError, match="not a directory"):
         export_to_cache(loaded, prof, "fp32", quiet=True)
     assert target.read_text() == "a stray file"
+
+
+def test_audit2_a_cache_lock_held_too_long_is_an_artifact_error(tmp_path):
+    # The wait for another exporter's lock ended in a ModelError (exit 3, "model"), which also kept
+    # `--backend auto` from falling back to torch; it is the cache's artifact that could not be had (exit 5).
+    import fcntl
+
+    from headseg.analysis.cache import file_lock
+
+    lock = tmp_path / ".art.lock"
+    with open(lock, "a+") as other:  # another process's hold (flock locks open files, not processes)
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(ArtifactError, match="held this lock") as e:
+            with file_lock(lock, timeout=0.3):
+                pass
+        assert "\n" not in str(e.value)
+    with file_lock(lock, timeout=0.3):  # released: taken at once
+        pass
