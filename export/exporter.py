@@ -30,7 +30,8 @@ from headseg.analysis.model import LoadedModel
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import windows_from_text
 
-from .artifact import ARTIFACT_FILES, GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest, check_out_dir
+from .artifact import (ARTIFACT_FILES, GRAPH_NAME, INCOMPLETE, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest,
+                       check_out_dir)
 from .graph import KEEP_FP32
 from .runtime import _ort, quiet_tools
 from .session import OnnxSession
@@ -343,9 +344,10 @@ def _export_into(loaded: LoadedModel, heads, profile_hash: str, out: Path, preci
         if not owned:
             check_out_dir(out, force)  # again: the folder may have changed during the export
         out.mkdir(parents=True, exist_ok=True)
-        # A stale manifest must not describe the new files while they are being moved in;
+        # A stale manifest must not describe the new files while they are being moved in; the marker in
+        # its place keeps the folder headseg's (check_out_dir) if this process dies before the end.
         # check_out_dir let only an artifact's own files (or none) through.
-        (out / MANIFEST_NAME).unlink(missing_ok=True)
+        atomic_write_json(out / MANIFEST_NAME, {INCOMPLETE: True})
         for name in ARTIFACT_FILES:
             if name == MANIFEST_NAME:
                 continue

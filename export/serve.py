@@ -23,7 +23,7 @@ from headseg.analysis.errors import ArtifactError, ModelError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 
-from .artifact import MANIFEST_NAME, PROFILE_NAME, Manifest, cache_dir, check_matches, read_manifest
+from .artifact import PROFILE_NAME, Manifest, cache_dir, check_matches, read_manifest
 from .engine import OnnxBackend
 from .exporter import export_artifact
 from .policy import precision_preference, serving_device
@@ -127,6 +127,15 @@ def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, d
     return target
 
 
+def _finished(target: Path) -> bool:
+    """Whether ``target`` holds a finished export's manifest (not a killed export's marker)."""
+    try:
+        read_manifest(target)
+    except ArtifactError:
+        return False
+    return True
+
+
 def write_cached(loaded: LoadedModel, target: Path, heads, profile_hash: str, keep_existing: bool = False,
                  before=None, **kwargs) -> Manifest | None:
     """Export into the cache folder ``target`` (from :func:`cache_target`) under its lock, and make it private.
@@ -139,7 +148,7 @@ def write_cached(loaded: LoadedModel, target: Path, heads, profile_hash: str, ke
     cannot be written, or weights the builder cannot read, is an :class:`ArtifactError`.
     """
     with file_lock(_lock_path(target)):
-        if keep_existing and (target / MANIFEST_NAME).is_file():
+        if keep_existing and _finished(target):
             return None
         if before is not None:
             before()
