@@ -6,6 +6,7 @@ import json
 import sys
 
 from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import STDOUT
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
@@ -27,6 +28,8 @@ def check_args(args) -> None:
     """
     if args.out is not None and not args.out.strip():
         raise InputError("--out: empty path")  # not the cache: the user named a folder and it is blank
+    if args.out == STDOUT:
+        raise InputError("--out needs a directory, not '-' (an artifact is a folder of files)")
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:

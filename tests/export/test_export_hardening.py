@@ -286,3 +286,12 @@ def test_audit2_a_cache_lock_held_too_long_is_an_artifact_error(tmp_path):
         assert "\n" not in str(e.value)
     with file_lock(lock, timeout=0.3):  # released: taken at once
         pass
+
+
+def test_audit2_export_out_dash_is_refused_not_a_folder_named_dash(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    # `--out -` (standard output elsewhere) made a folder named "-", and without the output lock ("-" takes none).
+    monkeypatch.chdir(tmp_path)
+    assert _export(tiny_bert_dir, "-") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a directory" in err
+    assert list(tmp_path.iterdir()) == []
