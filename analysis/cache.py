@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from .errors import ModelError
+from .errors import ArtifactError, ModelError
 
 #: weight files hashed to identify a model directory without loading it
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack")
@@ -76,6 +76,8 @@ def _write_record(kind: str, key: str, data: dict) -> bool:
             return False
         private_dir(path.parent)
         atomic_write_json(path, {"key": key, **data})
+        # the atomic write gives the umask's mode (0664 under umask 002), which _read_record would refuse
+        make_private(path)
         return True
     except OSError:
         return False
@@ -150,7 +152,8 @@ def file_lock(path: str | os.PathLike, timeout: float = 600.0) -> Iterator[None]
     """An exclusive lock on ``path`` (created if needed), waited for up to ``timeout`` seconds.
 
     POSIX ``flock``: the lock dies with its process, so a killed exporter never
-    leaves a stale lock behind.
+    leaves a stale lock behind.  Waiting longer raises :class:`ArtifactError`
+    (the lock guards cached artifacts).
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +171,8 @@ def file_lock(path: str | os.PathLike, timeout: float = 600.0) -> Iterator[None]
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise ModelError(f"{p}: another process has held this lock for {timeout:.0f} s") from None
+                    # what could not be had is the cached artifact, not the model: exit 5, and a fallback may follow
+                    raise ArtifactError(f"{p}: another process has held this lock for {timeout:.0f} s") from None
                 time.sleep(0.2)
         try:
             yield

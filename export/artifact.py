@@ -5,7 +5,9 @@ the tokenizer (``tokenizer.json`` …), the head profile (``profile.json``) and
 ``manifest.json``, which records the model's fingerprint and the digest of its
 weight files (so a model directory is checked by hashing files, not by loading
 them).  The manifest is written last, so a directory without one is an
-interrupted export, never a usable artifact.
+interrupted export, never a usable artifact; while an export moves its files
+into a folder, the manifest says only that (:data:`INCOMPLETE`), so a folder
+left by a killed export is still known as headseg's and exported into again.
 
 The cache (:func:`headseg.analysis.cache.cache_root`) holds artifacts under
 ``onnx/<model fingerprint>-<profile hash>-<precision>/``.
@@ -29,6 +31,8 @@ MANIFEST_VERSION = 2
 PRECISIONS = ("fp32", "fp16", "int8")
 #: every file an export writes into its folder (the manifest last)
 ARTIFACT_FILES = (GRAPH_NAME, PROFILE_NAME, "tokenizer.json", "tokenizer_config.json", MANIFEST_NAME)
+#: the manifest's only entry while an export moves its files in: the folder is headseg's, and not usable
+INCOMPLETE = "export_in_progress"
 
 
 def cache_dir(fingerprint: str, profile_hash: str, precision: str, weights_digest: str | None = None) -> Path:
@@ -54,7 +58,8 @@ def _is_headseg_manifest(path: Path) -> bool:
         d = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
         return False
-    return isinstance(d, dict) and all(k in d for k in ("model_fingerprint", "profile_hash", "graph_sha256"))
+    return isinstance(d, dict) and (d.get(INCOMPLETE) is True
+                                    or all(k in d for k in ("model_fingerprint", "profile_hash", "graph_sha256")))
 
 
 def check_out_dir(out: str | os.PathLike, force: bool = False) -> None:
@@ -178,6 +183,9 @@ def read_manifest(artifact_dir: str | os.PathLike) -> Manifest:
         unreadable="{path}: unreadable manifest ({exc_type})",
         not_object="{path}: not a valid artifact manifest (expected a JSON object)",
     )
+    if raw.get(INCOMPLETE) is True:
+        raise ArtifactError(f"{d}: an interrupted export (its files are a mix of two exports); "
+                            "run `headseg export` again")
     return Manifest.from_dict(raw, str(mpath))
 
 

@@ -11,6 +11,7 @@ graph the converted one came from: exporting never imports torch for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -24,12 +25,13 @@ import numpy as np
 
 from headseg.analysis.cache import file_sha256
 from headseg.analysis.errors import ArtifactError, HeadsegError
-from headseg.analysis.io import atomic_write_json
+from headseg.analysis.io import atomic_write_json, output_lock
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import windows_from_text
 
-from .artifact import ARTIFACT_FILES, GRAPH_NAME, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest, check_out_dir
+from .artifact import (ARTIFACT_FILES, GRAPH_NAME, INCOMPLETE, MANIFEST_NAME, PRECISIONS, PROFILE_NAME, Manifest,
+                       check_out_dir)
 from .graph import KEEP_FP32
 from .runtime import _ort, quiet_tools
 from .session import OnnxSession
@@ -266,13 +268,26 @@ def export_artifact(
     already (any other folder only with ``force``, and a file headseg did not
     write is never replaced: :func:`~.artifact.check_out_dir`).  ``exporter``:
     ``"builder"`` (from the weights, no torch) or ``"optimum"`` (the reference).
-    ``owned``: the folder is headseg's own (in the cache), not checked.
+    ``owned``: the folder is headseg's own (in the cache), not checked.  While
+    one export writes ``out_dir``, another is refused (:class:`InputError`, exit 2).
     """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
+    out = Path(out_dir)
+    # Two exports into one folder would move their files in turn (one's manifest over the other's graph):
+    # a second writer is refused at once, as for every output of headseg.  The cache's exporters hold
+    # its own lock instead (:func:`.serve.write_cached`).
+    with contextlib.nullcontext() if owned else output_lock(out):
+        return _export_into(loaded, heads, profile_hash, out, precision, attention, norms, truncate, opset,
+                            parity_device, profile, progress, exporter, force, owned)
+
+
+def _export_into(loaded: LoadedModel, heads, profile_hash: str, out: Path, precision: str, attention: bool,
+                 norms: bool, truncate: bool, opset: int, parity_device: str, profile, progress: bool, exporter: str,
+                 force: bool, owned: bool) -> Manifest:
+    """:func:`export_artifact` once ``out`` is checked and locked."""
     info = loaded.info
     heads = tuple(sorted((int(l), int(h)) for l, h in heads))
-    out = Path(out_dir)
     if not owned:
         check_out_dir(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -329,9 +344,10 @@ def export_artifact(
         if not owned:
             check_out_dir(out, force)  # again: the folder may have changed during the export
         out.mkdir(parents=True, exist_ok=True)
-        # A stale manifest must not describe the new files while they are being moved in;
+        # A stale manifest must not describe the new files while they are being moved in; the marker in
+        # its place keeps the folder headseg's (check_out_dir) if this process dies before the end.
         # check_out_dir let only an artifact's own files (or none) through.
-        (out / MANIFEST_NAME).unlink(missing_ok=True)
+        atomic_write_json(out / MANIFEST_NAME, {INCOMPLETE: True})
         for name in ARTIFACT_FILES:
             if name == MANIFEST_NAME:
                 continue

@@ -23,7 +23,7 @@ from headseg.analysis.errors import ArtifactError, ModelError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 
-from .artifact import PROFILE_NAME, cache_dir, check_matches, read_manifest
+from .artifact import PROFILE_NAME, Manifest, cache_dir, check_matches, read_manifest
 from .engine import OnnxBackend
 from .exporter import export_artifact
 from .policy import precision_preference, serving_device
@@ -50,13 +50,25 @@ def find_cached(fingerprint: str, profile_hash: str, precisions: Sequence[str],
     return None
 
 
+def _lock_path(target: Path) -> Path:
+    """The lock file every exporter of the cached artifact ``target`` takes (beside it)."""
+    return target.parent / f".{target.name}.lock"
+
+
 def cache_target(loaded: LoadedModel, profile_hash: str, precision: str) -> Path:
-    """The cache folder an export of ``loaded`` goes to, its parents made private; :class:`ArtifactError` if unsafe."""
+    """The cache folder an export of ``loaded`` goes to, its parents made private; :class:`ArtifactError` if unsafe.
+
+    The folder itself and its lock file are checked too: a link planted there
+    would send the export's files (or the lock's) out of the cache.
+    """
     target = cache_dir(loaded.info.fingerprint, profile_hash, precision, loaded.weights_digest)
-    why = cache_unsafe(target.parent)
+    why = cache_unsafe(target) or cache_unsafe(_lock_path(target))
     if why:
         raise ArtifactError(f"refusing to export into the cache: {why} (the cache must be yours alone: "
                             f"chmod -R go-w {cache_root()}, or set HEADSEG_CACHE)")
+    if os.path.lexists(target) and not target.is_dir():
+        raise ArtifactError(f"refusing to export into the cache: {target} is not a directory (headseg did not "
+                            "write it; remove it, or set HEADSEG_CACHE)")
     try:
         private_dir(target.parent)
     except OSError:
@@ -103,23 +115,51 @@ def export_to_cache(loaded: LoadedModel, profile: HeadProfile, precision: str, d
     if why:
         raise ArtifactError(f"cannot export the ONNX graph: {why}")
     target = cache_target(loaded, profile.hash(), precision)
-    with file_lock(target.parent / f".{target.name}.lock"):
-        # Another process may have finished the same export while this one waited.
-        if (target / "manifest.json").is_file():
-            return target
+
+    def announce() -> None:
         if not quiet:
             logger.warning(f"exporting the ONNX serving graph for {loaded.info.name} ({precision}) into "
                            f"{target.parent}; this happens once per model, profile and precision")
+
+    write_cached(loaded, target, profile.capture_heads, profile.hash(), keep_existing=True, before=announce,
+                 precision=precision, parity_device=device if precision == "fp16" else "cpu", profile=profile,
+                 progress=not quiet)
+    return target
+
+
+def _finished(target: Path) -> bool:
+    """Whether ``target`` holds a finished export's manifest (not a killed export's marker)."""
+    try:
+        read_manifest(target)
+    except ArtifactError:
+        return False
+    return True
+
+
+def write_cached(loaded: LoadedModel, target: Path, heads, profile_hash: str, keep_existing: bool = False,
+                 before=None, **kwargs) -> Manifest | None:
+    """Export into the cache folder ``target`` (from :func:`cache_target`) under its lock, and make it private.
+
+    The one way an artifact is written into the cache, shared by serving and
+    ``headseg export``: concurrent exporters take turns.  ``keep_existing``:
+    an artifact another process finished while this one waited is kept (None
+    is returned).  ``before()`` runs once the lock is held and an export will
+    happen.  ``kwargs`` go to :func:`~.exporter.export_artifact`.  A folder that
+    cannot be written, or weights the builder cannot read, is an :class:`ArtifactError`.
+    """
+    with file_lock(_lock_path(target)):
+        if keep_existing and _finished(target):
+            return None
+        if before is not None:
+            before()
         try:
-            export_artifact(loaded, profile.capture_heads, profile.hash(), target, precision=precision,
-                            parity_device=device if precision == "fp16" else "cpu", profile=profile,
-                            progress=not quiet, owned=True)
+            manifest = export_artifact(loaded, heads, profile_hash, target, owned=True, **kwargs)
             make_private(target)
         except OSError as exc:
             raise ArtifactError(f"cannot write the artifact into {target} ({exc.strerror or exc})") from None
         except ModelError as exc:  # weights the builder cannot read (only a pytorch_model.bin): ONNX cannot serve
             raise ArtifactError(f"cannot export the ONNX graph: {exc}") from None
-    return target
+    return manifest
 
 
 def onnx_backend(loaded: LoadedModel, profile: HeadProfile | None, device: str | None,

@@ -70,12 +70,12 @@ def _files_under(folder: Path) -> list[Path]:
     return out
 
 
-def read_corpus(
-    paths: list[str],
-    encoding: str = "utf-8",
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> list[CorpusDocument]:
-    """Read every document of the corpus; raise :class:`InputError` if none has text."""
+def corpus_files(paths: list[str]) -> list[Path]:
+    """The files of the corpus ``paths`` (a folder's text files, recursively), without reading them.
+
+    :class:`InputError` for no path, a missing path or a folder with no text
+    file: cheap enough to check before the model loads.
+    """
     if not paths:
         raise InputError("no corpus given")
     files: list[Path] = []
@@ -90,8 +90,17 @@ def read_corpus(
             files.extend(found)
         else:
             files.append(path)
+    return files
+
+
+def read_corpus(
+    paths: list[str],
+    encoding: str = "utf-8",
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> list[CorpusDocument]:
+    """Read every document of the corpus; raise :class:`InputError` if none has text."""
     docs: list[CorpusDocument] = []
-    for f in files:
+    for f in corpus_files(paths):
         if f.suffix.lower() == ".jsonl":
             docs.extend(_read_jsonl(f, encoding, max_bytes))
         else:

@@ -102,11 +102,17 @@ class StudyConfig:
 
 
 def check_out_dir(out: Path, resume: bool, force: bool) -> None:
-    """Refuse to write into a non-empty directory unless resuming or forced."""
+    """Refuse to write into a non-empty directory unless resuming (its checkpoint is there) or forced."""
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not (resume or force):
+    if not out.exists() or force or not any(out.iterdir()):
+        return
+    if not resume:
         raise InputError(f"--out {out}: directory exists and is not empty; pass --resume to continue it or --force to overwrite")
+    if not (out / CHECKPOINT).is_file():
+        # nothing to resume: the run would start afresh and replace files of these names that headseg did not write
+        raise InputError(f"--out {out}: no {CHECKPOINT} to resume from, and the folder is not empty; "
+                         "pick another --out, or pass --force to start over in it")
 
 
 def _peak_rss_mb() -> float:

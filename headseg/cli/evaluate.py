@@ -49,6 +49,10 @@ def check_args(args: argparse.Namespace) -> list[str]:
         raise InputError("--redo goes with --out (without it nothing is stored, so every method runs anyway)")
     if args.backend == "torch" and "headseg" in names:
         options.require(*options.TORCH_MODULES)
+    # a method's setup failure is one record per document (and exit 0): a typo in --model or --profile is not
+    takes = {opt for name in names for opt in METHODS[name].options}
+    options.check_model_and_profile(args.model if "model" in takes else None,
+                                    args.profile if "profile" in takes else None)
     return names
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.cache import file_lock, make_private
 from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.io import STDOUT
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 
@@ -15,7 +15,7 @@ from headseg.export.builder import check_opset
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact
 from headseg.export.policy import precision_preference, serving_device
 from headseg.export.runtime import require_cuda
-from headseg.export.serve import cache_target, export_available
+from headseg.export.serve import cache_target, export_available, write_cached
 
 from . import options
 
@@ -28,6 +28,8 @@ def check_args(args) -> None:
     """
     if args.out is not None and not args.out.strip():
         raise InputError("--out: empty path")  # not the cache: the user named a folder and it is blank
+    if args.out == STDOUT:
+        raise InputError("--out needs a directory, not '-' (an artifact is a folder of files)")
     if args.out and args.cache:
         raise InputError("give either --out DIR or --cache, not both")
     if args.heads is not None and args.profile:
@@ -124,9 +126,7 @@ def run(args) -> int:
         m = export_artifact(loaded, heads, phash, out, force=args.force, **kwargs)
     else:
         # the cache is shared with serving processes: the same lock as their exports
-        with file_lock(out.parent / f".{out.name}.lock"):
-            m = export_artifact(loaded, heads, phash, out, owned=True, **kwargs)
-            make_private(out)
+        m = write_cached(loaded, out, heads, phash, **kwargs)
     if args.json:
         print(json.dumps({"artifact": str(out), **m.to_dict()}, indent=2))
         return 0

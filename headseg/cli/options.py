@@ -124,3 +124,15 @@ def model_limits(model: str | None) -> tuple[int, int, int]:
     path, name = resolve_model_path(model)
     cfg = read_config(path, name)
     return cfg["num_hidden_layers"], cfg["num_attention_heads"], _max_positions(cfg, None)
+
+
+def check_model_and_profile(model: str | None, profile: str | None) -> None:
+    """A ``--model`` that names no model (exit 3) or a ``--profile`` that cannot be read (exit 4), found from
+    their files alone (``config.json``, the profile's JSON): for commands whose methods would otherwise meet
+    them only when they set up, after the data (or a whole embedding run)."""
+    if model is not None:
+        model_limits(model)
+    if profile is not None:
+        from headseg.analysis.profile import HeadProfile
+
+        HeadProfile.load(profile)

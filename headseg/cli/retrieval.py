@@ -41,6 +41,7 @@ def check_args(args: argparse.Namespace) -> SegmentOptions:
     if "recursive" in names:
         options.require("langchain_text_splitters")
     options.require(*options.TORCH_MODULES)  # the embedder runs on torch
+    options.check_model_and_profile(None, args.profile if "headseg" in names else None)
     return opts
 
 

@@ -12,7 +12,8 @@ from headseg.analysis.ray import probe_address
 from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
-from headseg.analysis.study.runner import OUTPUT_FILES, check_out_dir
+from headseg.analysis.study.corpus import corpus_files
+from headseg.analysis.study.runner import CHECKPOINT, OUTPUT_FILES, check_out_dir
 
 from . import options
 
@@ -51,6 +52,9 @@ def check_args(args) -> StudyConfig:
     options.require(*options.TORCH_MODULES, *(("matplotlib",) if cfg.figures else ()))
     check_output_dir(args.out, cfg.corpus, files=OUTPUT_FILES + FIGURES)
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
+    if args.report_only and not (Path(args.out) / CHECKPOINT).is_file():
+        raise InputError(f"--report-only: no {CHECKPOINT} in {args.out}")
+    corpus_files(cfg.corpus)  # a missing path or a folder without text: now, not after the model loads
     # the model's window limit from its config.json: a bad --seq-len costs no weight loading
     cfg.validate(options.model_limits(args.model)[2])
     return cfg

@@ -20,13 +20,14 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from headseg.analysis.errors import HeadsegError, InputError, first_line
+from headseg.analysis.errors import InputError, first_line
 from headseg.analysis.io import atomic_write_json
 from headseg.analysis.progress import progress_bar
 
@@ -77,6 +78,9 @@ class ResultStore:
             raise InputError(f"{self.path}: results version {data.get('version')} is not {RESULTS_VERSION}")
         for key in ("methods", "datasets", "records"):
             data.setdefault(key, {})
+        why = _shape_error(data)
+        if why:
+            raise InputError(f"{self.path}: not a valid results file ({why}); move it away or pick another --out")
         self.data = data
 
     @property
@@ -85,10 +89,16 @@ class ResultStore:
         return self.data["records"]
 
     def done(self, key: str, fingerprint: str, signature: str | None = None) -> bool:
-        """A finished record for this document content, made by a method with this signature hash."""
+        """A finished record for this document content, made by a method with this signature hash.
+
+        A record without the fields a summary reads (a file edited by hand) is not
+        finished: it is computed again.
+        """
         rec = self.records.get(key)
         return bool(rec and signature is not None and rec.get("status") == "ok"
-                    and rec.get("fingerprint") == fingerprint and rec.get("signature") == signature)
+                    and rec.get("fingerprint") == fingerprint and rec.get("signature") == signature
+                    and all(isinstance(rec.get(k), t) for k, t in _OK_FIELDS.items())
+                    and isinstance(rec.get("info", {}), dict))
 
     def add(self, key: str, record: dict) -> None:
         """Store ``record`` under ``key``; the file is rewritten at most every :data:`FLUSH_INTERVAL` seconds."""
@@ -122,6 +132,23 @@ class ResultStore:
         atomic_write_json(self.path, self.data)
         self._last_flush = time.monotonic()
         self._dirty = False
+
+
+#: the fields of a finished record that summaries read, and their JSON types
+_OK_FIELDS = {"boundaries": list, "seconds": (int, float), "pred_segments": int, "ref_segments": int,
+              "units": int, "scores": dict, "doc": str}
+
+
+def _shape_error(data: dict) -> str | None:
+    """What in a results file's sections is not of the shape :class:`ResultStore` writes, else None."""
+    for key in ("methods", "datasets", "records"):
+        if not isinstance(data[key], dict):
+            return f"'{key}' is not an object"
+    for section, inner in (("methods", None), ("datasets", "documents"), ("records", None)):
+        for name, entry in data[section].items():
+            if not isinstance(entry, dict) or (inner and not isinstance(entry.get(inner, {}), dict)):
+                return f"{section} entry '{name}' is not of the shape headseg writes"
+    return None
 
 
 def _short_error(exc: BaseException) -> str:
@@ -395,14 +422,21 @@ def load_datasets(paths: Sequence[str], fmt: str = "auto", wiki_level: int | Non
 
     from .loaders import iter_documents
 
+    seen: dict[str, str] = {}
+    for p in paths:  # before any file is read: the same folder by two spellings would be scored twice
+        real = os.path.realpath(p)
+        if real in seen:
+            raise InputError(f"data set {p} is given twice (as {seen[real]})"
+                             if seen[real] != str(p) else f"data set {p} is given twice")
+        seen[real] = str(p)
     out = []
     used = set()
     for i, p in enumerate(paths):
         name = names[i] if names else Path(p).name or str(p)
         if name in used:
             name = str(p)
-        if name in used:
-            raise HeadsegError(f"data set {p} is given twice")
+        if name in used:  # "x" after "a/x": the real path is unique (checked above)
+            name = os.path.realpath(p)
         used.add(name)
         docs = list(iter_documents(p, fmt, wiki_level=wiki_level, limit=limit, encoding=encoding,
                                    max_bytes=max_bytes or DEFAULT_MAX_BYTES))

@@ -39,6 +39,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.io import read_text
 
 Span = tuple[int, int]
 #: a chunker: corpus text -> chunk spans (character offsets, in order; they may overlap)
@@ -81,11 +82,12 @@ def load_retrieval(path: str | Path, corpora: Iterable[str] | None = None) -> Re
     if not qfile.is_file() or not (root / "corpora").is_dir():
         raise InputError(f"{root}: expected corpora/ and questions.jsonl")
     try:
-        texts = {f.stem: f.read_text(encoding="utf-8") for f in sorted((root / "corpora").iterdir())
-                 if f.suffix in (".md", ".txt")}
-        lines = qfile.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        files = [f for f in sorted((root / "corpora").iterdir()) if f.suffix in (".md", ".txt")]
+    except OSError as exc:
         raise InputError(f"{root}: cannot read the retrieval set ({type(exc).__name__}: {exc})") from None
+    # headseg's reader: one-line errors for binary, undecodable, oversized or unreadable files
+    texts = {f.stem: read_text(f, allow_empty=True) for f in files}
+    lines = read_text(qfile, allow_empty=True).splitlines()
     if not texts:
         raise InputError(f"{root}: no corpus (*.md or *.txt) in corpora/")
     wanted = set(texts) if corpora is None else set(corpora)

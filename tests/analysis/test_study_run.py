@@ -178,3 +178,40 @@ def test_shards_merged_equal_the_single_run(full_run, tmp_path, tiny_bert):
                 np.testing.assert_allclose(v, f[k], rtol=1e-9, err_msg=k)
             else:
                 np.testing.assert_array_equal(v, f[k], err_msg=k)
+
+
+def test_audit2_resume_never_writes_into_a_folder_without_a_checkpoint(tmp_path, tiny_bert):
+    # --resume let a non-empty folder through even when it held no checkpoint: the run started afresh and
+    # replaced the user's report.md (and wrote heads.json, report.json ... beside their files) without --force.
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "report.md").write_text("my own notes")
+    with pytest.raises(InputError, match="no checkpoint.npz.*--force"):
+        run_study(cfg(out, resume=True), tiny_bert)
+    assert sorted(p.name for p in out.iterdir()) == ["report.md"]
+    assert (out / "report.md").read_text() == "my own notes"
+    # an empty or new folder is fine to "resume" (a run stopped before its first checkpoint left nothing)
+    (tmp_path / "empty").mkdir()
+    run_study(cfg(tmp_path / "empty", resume=True), tiny_bert, stop_after_batches=1)
+    assert run_study(cfg(tmp_path / "empty", resume=True), tiny_bert)["windows"] == 12
+
+
+@pytest.mark.parametrize("case", ["missing", "no text files", "report-only without checkpoint"])
+def test_audit2_corpus_paths_are_checked_before_the_model_loads(tmp_path, capsys, monkeypatch, case):
+    # A missing corpus path or a folder without text files was found only after the model had loaded (seconds).
+    import headseg.cli.study as study_cli
+    from headseg.cli import main
+
+    def no_model(*a, **k):
+        raise AssertionError("the model was loaded before the corpus was checked")
+
+    monkeypatch.setattr(study_cli, "load_model", no_model)
+    (tmp_path / "empty").mkdir()
+    corpus, extra, expect = {
+        "missing": (tmp_path / "nope.txt", [], "no such file"),
+        "no text files": (tmp_path / "empty", [], "no text files"),
+        "report-only without checkpoint": (FIX / "docs", ["--report-only"], "no checkpoint.npz"),
+    }[case]
+    rc = main(["study", str(corpus), "--out", str(tmp_path / "o"), "--no-figures", "--quiet", *extra])
+    err = capsys.readouterr().err
+    assert rc == InputError.exit_code and err.count("\n") == 1 and expect in err, err

@@ -83,7 +83,8 @@ def test_retrieval_missing_or_undecodable_data(tmp_path, capsys):
     root = _data(tmp_path / "d")
     (root / "corpora" / "c.md").write_bytes(b"\xff\xfe\xfa bad")
     rc, _, err = _run(["retrieval", str(root), *NO_MODEL], capsys)
-    assert rc == 2 and err.count("\n") == 1 and "cannot read the retrieval set" in err
+    # headseg's text reader: the UTF-16 byte order mark is honoured, and the file that fails is named
+    assert rc == 2 and err.count("\n") == 1 and f"{root / 'corpora' / 'c.md'}: not valid utf-16-le" in err
 
 
 def test_retrieval_fixed_windows_end_to_end(tmp_path, capsys):
@@ -110,3 +111,17 @@ def test_retrieval_fixed_windows_end_to_end(tmp_path, capsys):
         assert fixed["per_corpus"][name]["recall"] == pytest.approx(1.0)
         assert fixed["per_corpus"][name]["precision"] == pytest.approx(want["precision"])
         assert fixed["per_corpus"][name]["iou"] == pytest.approx(want["iou"])
+
+
+def test_audit2_an_unreadable_profile_is_found_before_the_embedder_runs(tmp_path, capsys, monkeypatch):
+    # --profile was read only when the headseg chunker was built, after every question had been embedded.
+    import headseg.segmenter.evaluation.embeddings as embeddings
+
+    def no_embedder(*a, **k):
+        raise AssertionError("the embedder was loaded before --profile was checked")
+
+    monkeypatch.setattr(embeddings, "MeanPooledEmbedder", no_embedder)
+    bad = tmp_path / "heads.json"
+    bad.write_text("[1, 2]")
+    rc, out, err = _run(["retrieval", str(_data(tmp_path / "d")), "--profile", str(bad)], capsys)
+    assert rc == 4 and out == "" and err.count("\n") == 1 and "not a valid head profile" in err

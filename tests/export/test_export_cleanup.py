@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 
 from headseg.export.exporter import STALE_SECONDS, _host, clean_stale_temporaries, export_artifact
 from headseg.export.artifact import GRAPH_NAME, MANIFEST_NAME
@@ -68,3 +69,40 @@ def test_next_export_cleans_up_after_a_killed_one(tmp_path, tiny_bert):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
     assert sorted(p.name for p in out.iterdir()) == sorted([GRAPH_NAME, MANIFEST_NAME, "tokenizer.json",
                                                           "tokenizer_config.json"])
+
+
+KILLED_IN_THE_MOVE = """
+import os, sys
+import headseg.export.exporter as ex
+from headseg.cli import main
+real = os.replace
+def replace(src, dst):
+    real(src, dst)
+    if str(dst).endswith("model.onnx"):
+        os.kill(os.getpid(), 9)  # killed while the artifact's files are moved in
+ex.os.replace = replace
+sys.exit(main(["export", "--model", sys.argv[2], "--heads", "1:0", "--out", sys.argv[1], "--precision", "fp32",
+               "--device", "cpu", "--quiet"]))
+"""
+
+
+def test_audit2_an_export_killed_while_moving_in_is_repaired_by_the_next(tmp_path, tiny_bert_dir, capsys):
+    # Killed between the old manifest's removal and the new one's writing, an export left model.onnx without a
+    # manifest: serving said "run `headseg export` again", and `headseg export` (even with --force) refused the
+    # folder as holding "model.onnx, which headseg did not write": a dead end.
+    from headseg.analysis.errors import ArtifactError
+    from headseg.cli import main
+    from headseg.export.artifact import read_manifest
+
+    out = tmp_path / "art"
+    args = ["export", "--model", str(tiny_bert_dir), "--heads", "1:0", "--out", str(out), "--precision", "fp32",
+            "--device", "cpu", "--quiet"]
+    assert main(args) == 0
+    r = subprocess.run([sys.executable, "-c", KILLED_IN_THE_MOVE, str(out), str(tiny_bert_dir)], capture_output=True)
+    assert r.returncode == -signal.SIGKILL
+    with pytest.raises(ArtifactError, match=r"an interrupted export \(its files are a mix") as e:
+        read_manifest(out)
+    assert "\n" not in str(e.value)
+    assert main(args) == 0
+    assert read_manifest(out).heads == [(1, 0)]
+    assert not any(p.name.startswith(".art.tmp-") for p in tmp_path.iterdir())

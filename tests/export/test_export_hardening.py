@@ -179,3 +179,119 @@ def test_issue23_item15_fp16_on_cpu_is_refused_before_export(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "fp16" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+# --------------------------------------------------------------- audit 2: the cache and export --out
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="mode bits are POSIX")
+def test_audit2_records_written_under_umask_002_are_trusted_again(tmp_path, monkeypatch):
+    # umask 002 (per-user groups) gave each record mode 0664, which the reader then refused as writable by the
+    # group: every run hashed the weights and the graph again and recomputed the fingerprint.
+    from headseg.analysis import cache
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    f = tmp_path / "big.bin"
+    f.write_bytes(b"x" * 1000)
+    old = os.umask(0o002)
+    try:
+        assert cache.remember_fingerprint("d" * 32, "fp-1")
+        digest = cache.cached_digest(f)
+    finally:
+        os.umask(old)
+    assert cache.known_fingerprint("d" * 32) == "fp-1"
+    records = [p for k in ("digests", "fingerprints") for p in (tmp_path / "cache" / k).iterdir()]
+    assert len(records) == 2 and all(not (p.stat().st_mode & 0o022) for p in records)
+    calls = []
+    monkeypatch.setattr(cache, "file_sha256", lambda p: calls.append(p) or "rehashed")
+    assert cache.cached_digest(f) == digest and calls == []
+
+
+def test_audit2_concurrent_exports_to_one_out_folder_are_refused_not_torn(tiny_bert_dir, tmp_path, capsys):
+    # Two `headseg export --out DIR` at once moved their files in turn: one's manifest over the other's graph
+    # (a corrupt artifact, both exit 0), or a false "holds model.onnx, which headseg did not write".
+    from headseg.analysis.io import output_lock
+
+    out = tmp_path / "art"
+    with output_lock(out):  # another export of the same folder is running
+        assert _export(tiny_bert_dir, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another headseg run is writing it" in err
+    assert not out.exists()
+    assert _export(tiny_bert_dir, out) == 0 and read_manifest(out).heads == [(0, 1), (2, 3)]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="symbolic links and mode bits are POSIX")
+def test_audit2_a_link_planted_in_the_cache_never_redirects_an_export(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    from headseg.export.artifact import cache_dir
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    loaded = load_model(tiny_bert_dir, weights=False)
+    prof = _profile(loaded)
+    target = cache_dir(loaded.info.fingerprint, prof.hash(), "fp32", loaded.weights_digest)
+    target.parent.mkdir(parents=True, mode=0o700)
+    (tmp_path / "cache").chmod(0o700)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "tokenizer.json").write_text("not headseg's")
+    target.symlink_to(victim)  # the artifact's folder is a link out of the cache
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert main(["export", "--model", str(tiny_bert_dir), "--heads", HEADS, "--precision", "fp32", "--device", "cpu",
+                 "--quiet"]) == ArtifactError.exit_code
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert sorted(p.name for p in victim.iterdir()) == ["tokenizer.json"]
+    assert (victim / "tokenizer.json").read_text() == "not headseg's"
+    # the lock file beside it, linked to a file outside the cache: nothing is created there
+    target.unlink()
+    lock = target.parent / f".{target.name}.lock"
+    lock.symlink_to(tmp_path / "created-by-the-lock")
+    with pytest.raises(ArtifactError, match="symbolic link"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert not (tmp_path / "created-by-the-lock").exists() and not target.exists()
+
+
+def test_audit2_a_file_where_the_cached_artifact_goes_is_one_line(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    # `headseg export` (to the cache) died with a FileExistsError traceback.
+    from headseg.export.artifact import cache_dir
+
+    monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
+    loaded = load_model(tiny_bert_dir, weights=False)
+    prof = _profile(loaded)
+    target = cache_dir(loaded.info.fingerprint, prof.hash(), "fp32", loaded.weights_digest)
+    target.parent.mkdir(parents=True)
+    for d in (tmp_path / "cache", target.parent):
+        d.chmod(0o700)
+    target.write_text("a stray file")
+    assert main(["export", "--model", str(tiny_bert_dir), "--heads", HEADS, "--precision", "fp32", "--device", "cpu",
+                 "--quiet"]) == ArtifactError.exit_code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a directory" in err
+    with pytest.raises(ArtifactError, match="not a directory"):
+        export_to_cache(loaded, prof, "fp32", quiet=True)
+    assert target.read_text() == "a stray file"
+
+
+def test_audit2_a_cache_lock_held_too_long_is_an_artifact_error(tmp_path):
+    # The wait for another exporter's lock ended in a ModelError (exit 3, "model"), which also kept
+    # `--backend auto` from falling back to torch; it is the cache's artifact that could not be had (exit 5).
+    import fcntl
+
+    from headseg.analysis.cache import file_lock
+
+    lock = tmp_path / ".art.lock"
+    with open(lock, "a+") as other:  # another process's hold (flock locks open files, not processes)
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(ArtifactError, match="held this lock") as e:
+            with file_lock(lock, timeout=0.3):
+                pass
+        assert "\n" not in str(e.value)
+    with file_lock(lock, timeout=0.3):  # released: taken at once
+        pass
+
+
+def test_audit2_export_out_dash_is_refused_not_a_folder_named_dash(tiny_bert_dir, tmp_path, monkeypatch, capsys):
+    # `--out -` (standard output elsewhere) made a folder named "-", and without the output lock ("-" takes none).
+    monkeypatch.chdir(tmp_path)
+    assert _export(tiny_bert_dir, "-") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs a directory" in err
+    assert list(tmp_path.iterdir()) == []

@@ -190,3 +190,71 @@ def test_redo_reruns_cached_results(tmp_path):
     assert again.calls == 0
     evaluate([Dataset("set", "x", _docs())], [again], store=ResultStore(out), quiet=True, redo=True)
     assert again.calls == 3
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.update(records=[]),
+    lambda d: d.update(datasets="x"),
+    lambda d: d.update(methods=None),
+    lambda d: d["records"].update({"choi_dir|1|even|none": 5}),
+    lambda d: d["datasets"]["choi_dir"].update(documents=[]),
+    lambda d: d["methods"].update(even=[1]),
+])
+def test_audit2_a_results_file_of_the_wrong_shape_is_one_line(tmp_path, capsys, edit):
+    # A results file with the right "format" but a section of another shape (edited by hand, or by another
+    # tool) died with an AttributeError/TypeError traceback on the re-run.
+    out = tmp_path / "res.json"
+    args = ["evaluate", str(FIX / "choi_dir"), "--method", "even", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    edit(data)
+    out.write_text(json.dumps(data))
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"headseg: error: {out}: ") and err.count("\n") == 1 and "--out" in err
+    assert json.loads(out.read_text()) == data  # not rewritten
+
+
+def test_audit2_a_stored_record_missing_its_fields_is_recomputed_not_a_traceback(tmp_path, capsys):
+    out = tmp_path / "res.json"
+    args = ["evaluate", str(FIX / "choi_dir"), "--method", "even", "--out", str(out), "--json", "--quiet"]
+    assert main(args) == 0
+    first = json.loads(capsys.readouterr().out)
+    data = json.loads(out.read_text())
+    for field in ("boundaries", "seconds", "pred_segments", "scores"):
+        del data["records"][f"choi_dir|{1 + len(field) % 3}|even|none"][field]
+    out.write_text(json.dumps(data))
+    assert main(args) == 0
+    again = json.loads(capsys.readouterr().out)
+    drop = lambda s: {k: v for k, v in s.items() if k != "docs_per_s"}  # noqa: E731
+    assert [drop(s) for s in again] == [drop(s) for s in first]
+    assert json.loads(out.read_text())["records"] .keys() == data["records"].keys()
+
+
+def test_audit2_the_same_data_set_twice_is_refused_before_any_work(tmp_path, capsys):
+    # `evaluate DIR DIR` (or the same folder by two spellings) scored it twice under two names; the error the
+    # docstring promised came only for a third copy, and as exit 1.
+    d = str(FIX / "choi_dir")
+    for second in (d, str(FIX / "choi_dir" / ".." / "choi_dir"), d + "/"):
+        assert main(["evaluate", d, second, "--method", "even", "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "given twice" in err
+
+
+def test_audit2_a_missing_model_or_unreadable_profile_is_one_line_not_a_table_of_failures(tmp_path, capsys):
+    # `--model` naming no model or `--profile` naming no profile became a "setup" failure on every document and
+    # exit 0; they are now the model (3) and profile (4) errors, found before the data is read.
+    bad_profile = tmp_path / "heads.json"
+    bad_profile.write_text("not json")
+    data = str(FIX / "choi_dir")
+    for extra, code, words in (
+        (["--model", str(tmp_path / "no-model")], 3, "no-model"),
+        (["--profile", str(bad_profile)], 4, "cannot read head profile"),
+        (["--profile", str(tmp_path / "missing.json")], 4, "no such head profile"),
+    ):
+        assert main(["evaluate", data, "--method", "even,headseg", "--quiet", *extra]) == code
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and words in err, err
+    # a method that takes no model is not held up by one
+    assert main(["evaluate", data, "--method", "even", "--quiet", "--model", str(tmp_path / "no-model")]) == 0

@@ -83,6 +83,23 @@ def test_loader_checks_offsets(tmp_path):
         load_retrieval(tmp_path / "missing")
 
 
+
+@pytest.mark.parametrize("where", ["corpus", "questions"])
+def test_audit2_a_binary_file_in_the_retrieval_set_is_refused(tmp_path, where):
+    # The loader read the set with Path.read_text: a binary corpus that happened to decode (NUL and control
+    # bytes) was chunked and scored as text, unlike every other input of headseg.
+    (tmp_path / "corpora").mkdir()
+    (tmp_path / "corpora" / "c.md").write_text("Hello world. Bye.", encoding="utf-8")
+    rec = {"question": "q", "corpus": "c", "references": [{"start": 0, "end": 5}]}
+    (tmp_path / "questions.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    assert load_retrieval(tmp_path).questions[0].references == ((0, 5),)
+    target = tmp_path / ("corpora/c.md" if where == "corpus" else "questions.jsonl")
+    target.write_bytes(b"Hello\x00\x01\x02world" if where == "corpus" else json.dumps(rec).encode() + b"\n\x00\x00")
+    with pytest.raises(InputError, match="looks like a binary file") as e:
+        load_retrieval(tmp_path)
+    assert str(target) in str(e.value) and "\n" not in str(e.value)
+
+
 def test_fixed_token_chunks_tile_the_text():
     from headseg.analysis.model import embedded_model_path
     from headseg.analysis.tokenizer import Tokenizer
