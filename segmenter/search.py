@@ -6,6 +6,8 @@ given).  For unit-norm ``x`` and unit weights this is ``n − ‖Σ x_i‖² / n
 minimising it maximises the mean within-segment similarity.  Two searches:
 
 * :func:`partition_k` — exactly ``k`` segments (dynamic programming);
+  :func:`partition_k_long` when a few segments of a long text outgrow the
+  search's length bound;
 * :func:`partition_penalised` — any number of segments, each new segment
   costing ``penalty`` (optimal partitioning, Jackson et al. 2005).
 
@@ -127,6 +129,60 @@ def partition_k(cost: SegmentCost, k: int) -> list[int]:
         cuts.append(a)
         b = a
     return sorted(c for c in cuts if c > 0)
+
+
+#: most span costs the exact-k search of :func:`partition_k_long` holds at once (about 16 bytes
+#: and one D-dimensional dot product each); beyond it the search runs on blocks of items first
+EXACT_SPAN_BUDGET = 4_000_000
+
+
+def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray | None = None,
+                     budget: int | None = None) -> list[int]:
+    """:func:`partition_k` of ``x [n, D]`` (no size limits) whose segments may be longer than ``max_units``.
+
+    A few segments of a long document are each longer than the search's usual
+    bound: here a segment may hold up to ``L = max(max_units, 2·⌈n/k⌉)`` items
+    (twice the mean), and the search is exact while ``n · L ≤ budget`` (None: the
+    larger of :data:`EXACT_SPAN_BUDGET` and ``n · max_units``, what the bounded
+    search holds anyway, so where ``L = max_units`` this is :func:`partition_k`).  Beyond
+    that, the exact search runs on blocks of ``g`` consecutive items (their
+    weighted means, weighted by their total weight: the scatter of a union of
+    blocks is the blocks' scatter about its mean plus their own inner scatter,
+    a constant, so the block search is exact among cuts at block edges), then
+    each cut is moved to its best place within ``g`` items of it, the cuts
+    beside it held fixed, until none moves (coordinate descent).
+    Cost: O(n · L · D) exact; O(budget · D + k · g · D) per pass with blocks.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    if not 1 <= k <= n:
+        raise HeadsegError(f"cannot make {k} segments from {n} units")
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    bound = min(n, max(max_units, 2 * -(-n // k)))
+    budget = max(EXACT_SPAN_BUDGET, n * min(n, max_units)) if budget is None else budget
+    if n * bound <= budget:
+        return partition_k(SegmentCost(x, max_units=bound, weights=w), k)
+    g = int(np.ceil(np.sqrt(n * bound / budget)))
+    first = np.arange(0, n, g)
+    if len(first) < k:  # too few blocks for k segments: smaller blocks (k ≤ n, so g = 1 always works)
+        g = max(1, n // k)
+        first = np.arange(0, n, g)
+    bw = np.add.reduceat(w, first)
+    bx = np.add.reduceat(x * w[:, None], first, axis=0) / bw[:, None]
+    nb = len(first)
+    block_cuts = partition_k(SegmentCost(bx, max_units=min(nb, max(1, -(-bound // g))), weights=bw), k)
+    cost = SegmentCost(x, weights=w)
+    edges = [0, *(int(first[c]) for c in block_cuts), n]
+    moved = True
+    while moved:
+        moved = False
+        for i in range(1, len(edges) - 1):
+            a, m, b = edges[i - 1], edges[i], edges[i + 1]
+            places = range(max(a + 1, m - g), min(b - 1, m + g) + 1)
+            best = min(places, key=lambda p: (cost.cost(a, p) + cost.cost(p, b), p != m))
+            if best != m:
+                edges[i], moved = best, True
+    return edges[1:-1]
 
 
 def _trace(back: np.ndarray, n: int) -> list[int]:

@@ -5,7 +5,7 @@ benchmarks that tune it on cached unit vectors (:func:`topic_cuts`)::
 
     unit vectors x [U, D] ─ line groups and headings (lines.py) ─ centred (prepare_vectors)
         ─ per-item weights min(1, T / weight_tokens) ─ segment cost under the hard size limits
-        ─ exactly k segments (partition_k) or the penalised optimum (partition_penalised)
+        ─ exactly k segments (partition_k, partition_k_long) or the penalised optimum (partition_penalised)
         ─ a token counter's exact check (repair_cuts) ─ boundary strengths
 
 The penalty of a segment starting at unit ``i`` is ``σ²(i) · max(1 + penalty ·
@@ -30,7 +30,7 @@ from headseg.analysis.errors import HeadsegError
 
 from .limits import SizeLimits, repair_cuts
 from .lines import group_units, line_groups
-from .search import SegmentCost, boundary_strength, partition_k, partition_penalised
+from .search import SegmentCost, boundary_strength, partition_k, partition_k_long, partition_penalised
 
 
 @dataclass
@@ -250,8 +250,12 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units, weights))
-    cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
-                       prior=None if limits is None else limits.length_prior)
+    if segments is not None and limits is None:
+        # a few segments of a long text are each longer than the usual bound of max_units items
+        cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights)
+    else:
+        cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
+                           prior=None if limits is None else limits.length_prior)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
     scores = boundary_strength(cost, cuts)
