@@ -136,6 +136,19 @@ def partition_k(cost: SegmentCost, k: int) -> list[int]:
 EXACT_SPAN_BUDGET = 4_000_000
 
 
+def exact_k_bound(n: int, k: int, max_units: int, budget: int | None = None) -> int:
+    """Longest segment, in items, the exact search for ``k`` segments of ``n`` items considers.
+
+    Twice the mean length ``2·⌈n/k⌉`` (at least ``max_units``, at most ``n``);
+    with a ``budget`` (span costs held at once), only while ``n · bound`` fits it,
+    else ``max_units``.
+    """
+    bound = min(n, max(max_units, 2 * -(-n // max(k, 1))))
+    if budget is not None and n * bound > max(budget, n * min(n, max_units)):
+        return min(n, max_units)
+    return bound
+
+
 def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray | None = None,
                      budget: int | None = None) -> list[int]:
     """:func:`partition_k` of ``x [n, D]`` (no size limits) whose segments may be longer than ``max_units``.
@@ -158,7 +171,7 @@ def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray 
     if not 1 <= k <= n:
         raise HeadsegError(f"cannot make {k} segments from {n} units")
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    bound = min(n, max(max_units, 2 * -(-n // k)))
+    bound = exact_k_bound(n, k, max_units, budget=None)
     budget = max(EXACT_SPAN_BUDGET, n * min(n, max_units)) if budget is None else budget
     if n * bound <= budget:
         return partition_k(SegmentCost(x, max_units=bound, weights=w), k)

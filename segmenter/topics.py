@@ -30,7 +30,8 @@ from headseg.analysis.errors import HeadsegError
 
 from .limits import SizeLimits, repair_cuts
 from .lines import group_units, line_groups
-from .search import SegmentCost, boundary_strength, partition_k, partition_k_long, partition_penalised
+from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
+                     partition_penalised)
 
 
 @dataclass
@@ -249,7 +250,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     x = prepare_vectors(x, params)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
-            else limits.cost(x, params.max_units, weights))
+            else limits.cost(x, params.max_units if segments is None
+                             else exact_k_bound(len(x), segments, params.max_units, EXACT_SPAN_BUDGET), weights))
     if segments is not None and limits is None:
         # a few segments of a long text are each longer than the usual bound of max_units items
         cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights)

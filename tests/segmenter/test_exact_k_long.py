@@ -80,3 +80,17 @@ def test_arguments():
     with pytest.raises(HeadsegError):
         partition_k_long(x, 0, max_units=2)
     assert partition_k_long(x, 5, max_units=1) == [1, 2, 3, 4]
+
+
+def test_a_number_of_segments_under_size_limits_that_allow_long_segments():
+    from headseg.segmenter.limits import SizeLimits
+    from headseg.segmenter.topics import topic_boundaries
+
+    x, truth = _planted([150, 150, 150], dim=24, noise=0.5, seed=4)
+    params = TopicParams(max_units=100)
+    roomy = SizeLimits(sizes=np.full(450, 10.0), max_chars=2000.0)  # 200 units fit, the bound held 100
+    cuts, _ = topic_boundaries(x, params, segments=3, limits=roomy)
+    assert cuts == truth
+    tight = SizeLimits(sizes=np.full(450, 10.0), max_chars=1000.0)  # 3 × 100 units cannot hold 450
+    with pytest.raises(HeadsegError, match="size limits"):
+        topic_boundaries(x, params, segments=3, limits=tight)
