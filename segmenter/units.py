@@ -66,6 +66,8 @@ _LABEL = regex.compile(r"^[(\[]?(?:\d+(?:[.\-]\d+)*|\p{L}|[IVXLCivxlc]+)\s*[.):\
 #: a numbered heading: "2. Related work", "3.1 Methods", "B) Results"
 _NUMBERED = regex.compile(r"^[(\[]?(?:\d+(?:\.\d+)*|\p{Lu}|[IVXLC]+)[.):\]]?\s+\w")
 _MARKDOWN = regex.compile(r"^#{1,6}\s")
+#: a MediaWiki heading: "== History ==", "=== Early life ===" (and WikiText's spaced "= = Plot = =")
+_MEDIAWIKI = regex.compile(r"^(?:=\s?){1,6}[^=\s](?:.*[^=\s])?(?:\s?=){1,6}$")
 _WORD = regex.compile(r"\w[\w'\u2019-]*")
 #: a sentence terminal at the end, closing quotes or brackets after it (the closers of the sentence rules)
 _TERMINAL = regex.compile(rf"\p{{Sentence_Terminal}}{_CLOSER}*$")
@@ -74,7 +76,7 @@ _TERMINAL = regex.compile(rf"\p{{Sentence_Terminal}}{_CLOSER}*$")
 def looks_like_heading(text: str, max_words: int = 4) -> bool:
     """Whether a line reads as a heading or a label rather than a sentence.
 
-    True for a Markdown heading, an enumeration label ("1.", "6.4", "(b)"), a
+    True for a Markdown or MediaWiki heading, an enumeration label ("1.", "6.4", "(b)"), a
     numbered heading without a sentence terminal ("3.1 Methods") and a short
     title whose words all start with a capital or a digit ("Introduction",
     "Elburn, Ill.") unless it ends in ``?`` or ``!``.  Scripts without case
@@ -84,7 +86,7 @@ def looks_like_heading(text: str, max_words: int = 4) -> bool:
     s = text.strip()
     if not s:
         return False
-    if _MARKDOWN.match(s) or _LABEL.match(s):
+    if _MARKDOWN.match(s) or _MEDIAWIKI.match(s) or _LABEL.match(s):
         return True
     if _NUMBERED.match(s) and not _TERMINAL.search(s):
         return True

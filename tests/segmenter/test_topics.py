@@ -340,6 +340,8 @@ def test_short_segment_surcharge_and_grouped_cuts_map_to_units():
     ("2. Related work", True), ("Introduction", True), ("Elburn , Ill .", True),
     ("2. We ran the tests.", False), ("Yes please.", False), ("Thanks!", False), ("Is it snowing out", False),
     ("The prospects look great .", False), ("Where is the hospital?", False), ("第一章", False), ("", False),
+    ("== Early life ==", True), ("=== Art education and first professional work ===", True),
+    ("= = Public use = =", True), ("==========", False), ("a == b", False), ("== ==", False),
 ])
 def test_looks_like_heading(line, expected):
     from headseg.segmenter.units import looks_like_heading
