@@ -15,6 +15,7 @@ minutes instead of hours.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import itertools
 import sys
@@ -82,17 +83,57 @@ def score(doc: dict, cuts) -> tuple[float, int]:
     return s.pk, len(hyp) + 1
 
 
-def run_design(docs: list[dict], params, segments_oracle: bool = False) -> dict:
+#: what the search for exactly k segments minimises (``--exact-k``): the product's objective
+#: (``topics.exact_k_objective``), the plain scatter, the penalised search's (``topics.search_objective``:
+#: scatter + per-start penalty β + short-segment surcharge), or scatter + only one of the two
+EXACT_K_OBJECTIVES = ("product", "scatter", "penalised", "penalty", "surcharge")
+
+
+@contextlib.contextmanager
+def exact_k_objective(name: str):
+    """Within it, the k-oracle search minimises ``name``'s objective (one of :data:`EXACT_K_OBJECTIVES`).
+
+    Replaces ``topics.exact_k_objective`` (what a segment costs beyond its
+    scatter when k is fixed) for the benchmark only; the product is untouched.
+    """
+    from headseg.segmenter import topics
+
+    if name not in EXACT_K_OBJECTIVES:
+        raise SystemExit(f"--exact-k: one of {', '.join(EXACT_K_OBJECTIVES)}, got {name!r}")
+    full = topics.search_objective
+    replacement = {
+        "product": topics.exact_k_objective,
+        "scatter": lambda *args, **kwargs: (0.0, None),
+        "penalised": full,
+        "penalty": lambda *args, **kwargs: (full(*args, **kwargs)[0], None),
+        "surcharge": lambda *args, **kwargs: (0.0, full(*args, **kwargs)[1]),
+    }[name]
+    shipped = topics.exact_k_objective
+    topics.exact_k_objective = replacement
+    try:
+        yield
+    finally:
+        topics.exact_k_objective = shipped
+
+
+def document_scores(docs: list[dict], params, segments_oracle: bool = False, exact_k: str = "product") -> tuple[list, list]:
+    """Pk and predicted / reference segment count of every document under one design."""
     from headseg.segmenter.topics import topic_cuts
 
     pks, ratio = [], []
-    for d in docs:
-        k = len(d["bounds"]) + 1 if segments_oracle else None
-        cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d), lines=unit_lines(d),
-                          headings=unit_headings(d, params))
-        pk, m = score(d, cuts)
-        pks.append(pk)
-        ratio.append(m / (len(d["bounds"]) + 1))
+    with exact_k_objective(exact_k) if segments_oracle else contextlib.nullcontext():
+        for d in docs:
+            k = len(d["bounds"]) + 1 if segments_oracle else None
+            cuts = topic_cuts(d["x"], params, segments=k, unit_tokens=unit_tokens(d), lines=unit_lines(d),
+                              headings=unit_headings(d, params))
+            pk, m = score(d, cuts)
+            pks.append(pk)
+            ratio.append(m / (len(d["bounds"]) + 1))
+    return pks, ratio
+
+
+def run_design(docs: list[dict], params, segments_oracle: bool = False, exact_k: str = "product") -> dict:
+    pks, ratio = document_scores(docs, params, segments_oracle, exact_k)
     return {"pk": float(np.mean(pks)), "ratio": float(np.mean(ratio)), "n": len(docs)}
 
 
@@ -192,6 +233,10 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
     ap.add_argument("--oracle", action="store_true", help="also score with the reference number of segments")
+    ap.add_argument("--exact-k", default="product", choices=EXACT_K_OBJECTIVES,
+                    help="what the k-oracle search minimises: the product's objective (default), the plain scatter, "
+                         "the penalised search's (scatter + per-start penalty + short-segment surcharge), or "
+                         "scatter + only the penalty or only the surcharge")
     ap.add_argument("--layers", action="append", default=[],
                     help="with an --all-heads cache: LAYER:WEIGHT,... per head relative to the last layer's "
                          "(e.g. 5:1,0:0.25); repeat to compare mixtures")
@@ -254,7 +299,7 @@ def main(argv=None) -> int:
         label = ", ".join(f"{k}={v}" for k, v in zip(grid_names, combo)) or "default"
         for oracle in ([False, True] if args.oracle else [False]):
             t0 = time.perf_counter()
-            res = {n: run_design(docs, params, oracle) for n, docs in data.items()}
+            res = {n: run_design(docs, params, oracle, args.exact_k) for n, docs in data.items()}
             cells = [f"{r['pk']:.3f} ({r['ratio']:.2f})" for r in res.values()]
             mean = np.mean([r["pk"] for r in res.values()])
             print(f"| {label}{' k oracle' if oracle else ''} | " + " | ".join(cells) + f" | {mean:.3f} |", flush=True)

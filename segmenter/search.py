@@ -11,6 +11,13 @@ minimising it maximises the mean within-segment similarity.  Two searches:
 * :func:`partition_penalised` — any number of segments, each new segment
   costing ``penalty`` (optimal partitioning, Jackson et al. 2005).
 
+Both minimise one objective (:func:`span_objective`): the scatter plus an
+optional penalty per segment (one number, or one per start index) plus an
+optional ``extra(starts, end)`` per segment (a short-segment surcharge, a size
+prior); with ``k`` fixed a constant penalty changes nothing.  Cost:
+O(n · max_units · D) for the span costs, plus O(k · n · max_units) for the
+exact-k table (``max_units`` the longest segment considered).
+
 Both accept a per-segment feasibility constraint (maximum size, in any additive
 unit such as characters or tokens, and a maximum length in units) so that hard
 size limits are honoured by construction, not by post-hoc splitting.
@@ -74,43 +81,77 @@ class SegmentCost:
         return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
+def span_objective(cost: SegmentCost, penalty: float | np.ndarray = 0.0, extra=None):
+    """The cost of every feasible segment ending at ``b``, penalty and extra included: ``b -> (starts, costs)``.
+
+    A segment ``[a, b)`` costs its scatter, plus ``penalty`` (one number, or
+    ``penalty[a]`` from an array ``[n + 1]`` indexed by the segment's start),
+    plus ``extra(a, b)`` (``(starts [m], end) -> [m]``, a surcharge on short
+    segments, say).  The one definition of the objective both searches minimise.
+    """
+    per_start = _per_start(penalty, cost.n)
+
+    def spans(b: int) -> tuple[np.ndarray, np.ndarray]:
+        a, c = cost.costs_ending_at(b)
+        if a.size == 0:
+            return a, c
+        c = c + (penalty[a] if per_start else penalty)
+        if extra is not None:
+            c = c + extra(a, b)
+        return a, c
+
+    return spans
+
+
+def _per_start(penalty: float | np.ndarray, n: int) -> bool:
+    """Whether ``penalty`` is per start (an array, checked to hold ``n + 1`` entries) rather than one number."""
+    per_start = np.ndim(penalty) > 0
+    if per_start and len(penalty) < n + 1:
+        raise HeadsegError(f"a per-start penalty needs {n + 1} entries, got {len(penalty)}")
+    return per_start
+
+
 def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray, extra=None) -> list[int]:
     """Start indices of segments 2..m minimising ``Σ cost + penalty·m``.
 
     ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
     segment's start (a penalty that varies along the document).  ``extra``: an
     optional ``(starts [m], end) -> [m]`` cost added to each span (a surcharge
-    on short segments, say).
+    on short segments, say); :func:`span_objective`.  Cost: O(n · max_units · D).
     """
     n = cost.n
-    per_start = np.ndim(penalty) > 0
-    if per_start and len(penalty) < n + 1:
-        raise HeadsegError(f"a per-start penalty needs {n + 1} entries, got {len(penalty)}")
+    spans = span_objective(cost, penalty, extra)
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     back = np.zeros(n + 1, dtype=np.int64)
     for b in range(1, n + 1):
-        a, c = cost.costs_ending_at(b)
+        a, c = spans(b)
         if a.size == 0:
             raise HeadsegError("no feasible segmentation under the size limits")
-        total = best[a] + c + (penalty[a] if per_start else penalty)
-        if extra is not None:
-            total = total + extra(a, b)
+        total = best[a] + c
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]
     return _trace(back, n)
 
 
-def partition_k(cost: SegmentCost, k: int) -> list[int]:
-    """Start indices of segments 2..k of the optimal partition into exactly ``k`` segments."""
+def partition_k(cost: SegmentCost, k: int, penalty: float | np.ndarray = 0.0, extra=None) -> list[int]:
+    """Start indices of segments 2..k of the optimal partition into exactly ``k`` segments.
+
+    Minimises the same objective as :func:`partition_penalised` (``penalty``
+    per segment or per start, ``extra`` per span; :func:`span_objective`) with
+    the number of segments fixed; without them, the plain scatter.  Each span's
+    cost is computed once and held (``n · max_units`` of them); the search is
+    O(n · max_units · D + k · n · max_units).
+    """
     n = cost.n
     if not 1 <= k <= n:
         raise HeadsegError(f"cannot make {k} segments from {n} units")
+    objective = span_objective(cost, penalty, extra)
     best = np.full((k + 1, n + 1), np.inf)
     best[0, 0] = 0.0
     back = np.zeros((k + 1, n + 1), dtype=np.int64)
-    spans = [cost.costs_ending_at(b) for b in range(n + 1)]
+    spans = [objective(b) for b in range(n + 1)]
     for j in range(1, k + 1):
         for b in range(j, n + 1):
             a, c = spans[b]
@@ -150,20 +191,23 @@ def exact_k_bound(n: int, k: int, max_units: int, budget: int | None = None) -> 
 
 
 def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray | None = None,
-                     budget: int | None = None) -> list[int]:
+                     budget: int | None = None, penalty: float | np.ndarray = 0.0, extra=None) -> list[int]:
     """:func:`partition_k` of ``x [n, D]`` (no size limits) whose segments may be longer than ``max_units``.
 
-    A few segments of a long document are each longer than the search's usual
-    bound: here a segment may hold up to ``L = max(max_units, 2·⌈n/k⌉)`` items
-    (twice the mean), and the search is exact while ``n · L ≤ budget`` (None: the
-    larger of :data:`EXACT_SPAN_BUDGET` and ``n · max_units``, what the bounded
-    search holds anyway, so where ``L = max_units`` this is :func:`partition_k`).  Beyond
-    that, the exact search runs on blocks of ``g`` consecutive items (their
-    weighted means, weighted by their total weight: the scatter of a union of
-    blocks is the blocks' scatter about its mean plus their own inner scatter,
-    a constant, so the block search is exact among cuts at block edges), then
-    each cut is moved to its best place within ``g`` items of it, the cuts
-    beside it held fixed, until none moves (coordinate descent).
+    ``penalty`` and ``extra`` as in :func:`partition_k` (``penalty [n + 1]`` per
+    start, ``extra(starts, end)`` in item indices): the objective is the same on
+    every path below.  A few segments of a long document are each longer than
+    the search's usual bound: here a segment may hold up to ``L = max(max_units,
+    2·⌈n/k⌉)`` items (twice the mean), and the search is exact while ``n · L ≤
+    budget`` (None: the larger of :data:`EXACT_SPAN_BUDGET` and ``n · max_units``,
+    what the bounded search holds anyway, so where ``L = max_units`` this is
+    :func:`partition_k`).  Beyond that, the exact search runs on blocks of ``g``
+    consecutive items (their weighted means, weighted by their total weight: the
+    scatter of a union of blocks is the blocks' scatter about its mean plus their
+    own inner scatter, a constant; a block segment pays the penalty and extra of
+    the items it starts and ends at, so the block search is exact among cuts at
+    block edges), then each cut is moved to its best place within ``g`` items of
+    it, the cuts beside it held fixed, until none moves (coordinate descent).
     Cost: O(n · L · D) exact; O(budget · D + k · g · D) per pass with blocks.
     """
     x = np.asarray(x, dtype=np.float64)
@@ -174,7 +218,7 @@ def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray 
     bound = exact_k_bound(n, k, max_units, budget=None)
     budget = max(EXACT_SPAN_BUDGET, n * min(n, max_units)) if budget is None else budget
     if n * bound <= budget:
-        return partition_k(SegmentCost(x, max_units=bound, weights=w), k)
+        return partition_k(SegmentCost(x, max_units=bound, weights=w), k, penalty, extra)
     g = int(np.ceil(np.sqrt(n * bound / budget)))
     first = np.arange(0, n, g)
     if len(first) < k:  # too few blocks for k segments: smaller blocks (k ≤ n, so g = 1 always works)
@@ -183,8 +227,17 @@ def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray 
     bw = np.add.reduceat(w, first)
     bx = np.add.reduceat(x * w[:, None], first, axis=0) / bw[:, None]
     nb = len(first)
-    block_cuts = partition_k(SegmentCost(bx, max_units=min(nb, max(1, -(-bound // g))), weights=bw), k)
+    edge = np.append(first, n)  # block i spans items edge[i]..edge[i + 1] - 1
+    per_start = _per_start(penalty, n)
+    block_extra = None if extra is None else (lambda a, b: extra(edge[a], int(edge[b])))
+    block_cuts = partition_k(SegmentCost(bx, max_units=min(nb, max(1, -(-bound // g))), weights=bw), k,
+                             np.asarray(penalty)[edge] if per_start else penalty, block_extra)
     cost = SegmentCost(x, weights=w)
+
+    def span(a: int, b: int) -> float:
+        c = cost.cost(a, b) + (float(penalty[a]) if per_start else 0.0)
+        return c if extra is None else c + float(extra(np.array([a]), b)[0])
+
     edges = [0, *(int(first[c]) for c in block_cuts), n]
     moved = True
     while moved:
@@ -192,7 +245,7 @@ def partition_k_long(x: np.ndarray, k: int, max_units: int, weights: np.ndarray 
         for i in range(1, len(edges) - 1):
             a, m, b = edges[i - 1], edges[i], edges[i + 1]
             places = range(max(a + 1, m - g), min(b - 1, m + g) + 1)
-            best = min(places, key=lambda p: (cost.cost(a, p) + cost.cost(p, b), p != m))
+            best = min(places, key=lambda p: (span(a, p) + span(p, b), p != m))
             if best != m:
                 edges[i], moved = best, True
     return edges[1:-1]

@@ -121,17 +121,18 @@ def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
     return w / w.mean()
 
 
-def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
-                penalty: float | None = None, tokens=None, prior=None) -> list[int]:
-    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
+def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, penalty: float | None = None,
+                     tokens=None, prior=None) -> tuple[np.ndarray, object]:
+    """What a segment costs beyond its scatter: the per-start penalty ``beta [n + 1]`` and ``extra(starts, end)``.
 
-    ``tokens [n]`` (the units' token counts) add the short-segment surcharge
-    (:class:`TopicParams` ``short_surcharge``) to the penalised search.
-    ``prior``: ``beta -> extra`` (:meth:`SizeLimits.length_prior`), a size target's cost
-    added to the penalised search (None: none).
+    ``beta`` is :func:`boundary_penalty` (raised to the whole document's scatter
+    when the vectors barely differ, ``params.min_spread``); ``extra`` (None when
+    there is nothing to add) is the short-segment surcharge when ``tokens [n]``
+    (the units' token counts) are given, plus ``prior(beta)``
+    (:meth:`SizeLimits.length_prior`, a size target's cost) when given.  The
+    penalised search minimises scatter + beta + extra (the search for exactly k
+    segments, :func:`exact_k_objective`, the scatter alone).
     """
-    if segments is not None:
-        return partition_k(cost, min(segments, cost.n))
     beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
     if params.min_spread and len(x) and float(np.square(x - x.mean(axis=0)).sum(axis=1).mean()) < params.min_spread:
         # no topic structure: a segment costs more than all the scatter cuts could save
@@ -147,7 +148,39 @@ def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments:
     if size is not None:
         short = extra
         extra = size if short is None else (lambda a, b: short(a, b) + size(a, b))
+    return beta, extra
+
+
+def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
+                penalty: float | None = None, tokens=None, prior=None) -> list[int]:
+    """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
+
+    The penalised search minimises the scatter plus :func:`search_objective`'s
+    per-start penalty and extra cost: ``tokens [n]`` (the units' token counts)
+    add the short-segment surcharge (:class:`TopicParams` ``short_surcharge``),
+    ``prior``: ``beta -> extra`` (:meth:`SizeLimits.length_prior`) a size
+    target's cost (None: none).  Exactly ``segments`` minimise
+    :func:`exact_k_objective`'s (the plain scatter).
+    """
+    if segments is not None:
+        beta, extra = exact_k_objective(cost, x, params, penalty, tokens, prior)
+        return partition_k(cost, min(segments, cost.n), beta, extra)
+    beta, extra = search_objective(cost, x, params, penalty, tokens, prior)
     return partition_penalised(cost, beta, extra=extra)
+
+
+def exact_k_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, penalty: float | None = None,
+                      tokens=None, prior=None) -> tuple[float, None]:
+    """What a segment costs beyond its scatter when the number of segments is fixed: nothing.
+
+    With exactly k segments the search minimises the plain scatter, not
+    :func:`search_objective`'s (the same arguments): with the penalty per start
+    and the short-segment surcharge, the k-oracle Pk on the dev sets is better on
+    dialogue and most Choi sets but worse on every manifesto and on lectures_ai,
+    and worse on the mean over the families (docs/segmenter.md, "Exactly k
+    segments: which objective"; ``benchmarks/exact_k_objective.py``).
+    """
+    return 0.0, None
 
 
 def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
@@ -254,7 +287,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
                              else exact_k_bound(len(x), segments, params.max_units, EXACT_SPAN_BUDGET), weights))
     if segments is not None and limits is None:
         # a few segments of a long text are each longer than the usual bound of max_units items
-        cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights)
+        beta, extra = exact_k_objective(cost, x, params, penalty, tokens)
+        cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights, penalty=beta, extra=extra)
     else:
         cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
                            prior=None if limits is None else limits.length_prior)

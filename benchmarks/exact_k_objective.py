@@ -1,0 +1,102 @@
+"""What the search for exactly k segments should minimise: the plain scatter or the penalised search's objective.
+
+``Segmenter.segment(text, segments=N)`` (the evaluation's k-oracle mode) fixes
+the number of segments; the question is whether the segments should still pay
+the penalised search's per-start penalty ``β(start)`` and short-segment
+surcharge (``topics.search_objective``) or only their scatter.  On the cached
+unit vectors (``benchmarks/topic_cache.py``) of every dev document this scores
+both with the reference number of segments and prints, per data set and per
+family of the tuning rule (``benchmarks/tune_topics.py``), the mean Pk of each
+and how many documents each does better on.
+
+    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --jobs 2
+    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --after penalty   # β only, no surcharge
+
+The tuning rule's verdict (``benchmarks/tune_topics.py``): the candidate
+(``--after``) is adopted only if the mean over the families improves and no
+family, and no Choi, lecture or dialseg711 data set, loses more than 0.01.
+
+Cost: two exact-k searches per document; the meetings dominate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import numpy as np  # noqa: E402
+
+from segmentation import DATASETS, DEFAULT_ROOT, slug  # noqa: E402
+from topic_sweep import EXACT_K_OBJECTIVES, document_scores, load_cache  # noqa: E402
+from tune_topics import FAMILIES, GUARDED  # noqa: E402
+
+
+
+def score_set(job: tuple[str, str, str, int | None, tuple[str, ...]]) -> tuple[str, dict[str, list[float]]]:
+    """Pk of every document of one data set under each objective."""
+    from headseg.segmenter.topics import TopicParams
+
+    name, cache, data_root, limit, objectives = job
+    docs = load_cache(Path(cache) / f"{slug(name)}.npz", limit, Path(data_root) / dict(DATASETS)[name])
+    return name, {o: document_scores(docs, TopicParams(), True, o)[0] for o in objectives}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
+    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
+    ap.add_argument("--jobs", type=int, default=1, help="data sets scored in parallel processes")
+    ap.add_argument("--before", default="scatter", choices=EXACT_K_OBJECTIVES, help="the reference objective")
+    ap.add_argument("--after", default="penalised", choices=EXACT_K_OBJECTIVES, help="the candidate")
+    ap.add_argument("--json", default=None, help="also write every document's Pk here")
+    args = ap.parse_args(argv)
+    names = [n for fam in FAMILIES.values() for n in fam]
+    missing = [n for n in names if not (Path(args.cache) / f"{slug(n)}.npz").exists()]
+    if missing:
+        raise SystemExit(f"not cached in {args.cache}: {', '.join(missing)}")
+    before, after = args.before, args.after
+    jobs = [(n, args.cache, args.data_root, args.limit or None, (before, after)) for n in names]
+    # the largest first, so the parallel processes finish together
+    jobs.sort(key=lambda j: -(Path(j[1]) / f"{slug(j[0])}.npz").stat().st_size)
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            res = dict(pool.map(score_set, jobs))
+    else:
+        res = dict(map(score_set, jobs))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"| data set | documents | {before} Pk | {after} Pk | Δ | documents better / worse / same |")
+    print("|---|---:|---:|---:|---:|---|")
+
+    def row(label: str, sets: list[str]) -> tuple[float, float]:
+        b = float(np.mean([np.mean(res[n][before]) for n in sets]))
+        a = float(np.mean([np.mean(res[n][after]) for n in sets]))
+        d = np.concatenate([np.subtract(res[n][after], res[n][before]) for n in sets])
+        docs = sum(len(res[n][before]) for n in sets)
+        print(f"| {label} | {docs} | {b:.3f} | {a:.3f} | {a - b:+.3f} | "
+              f"{int((d < -1e-12).sum())} / {int((d > 1e-12).sum())} / {int((np.abs(d) <= 1e-12).sum())} |")
+        return b, a
+
+    for n in names:
+        row(n, [n])
+    fams = {f: row(f"**{f}** (family)", sets) for f, sets in FAMILIES.items()}
+    b, a = (float(np.mean([v[i] for v in fams.values()])) for i in (0, 1))
+    print(f"| **mean of the families** | | {b:.3f} | {a:.3f} | {a - b:+.3f} | |")
+    lost = [f for f, (fb, fa) in fams.items() if fa > fb + 0.01]
+    lost += [n for n in GUARDED if np.mean(res[n][after]) > np.mean(res[n][before]) + 0.01]
+    verdict = "adopt" if a < b and not lost else "keep " + before
+    print(f"\ntuning rule: {verdict} (losing more than 0.01: {', '.join(lost) or 'none'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
