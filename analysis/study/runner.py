@@ -32,7 +32,7 @@ from ..text import window_width
 from ..errors import HeadsegError, InputError, ProfileError
 from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json, read_json_object
 from ..progress import progress_bar
-from .corpus import build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
+from .corpus import CorpusDocument, build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
 from .stats import StudyAccumulator, token_category_index
 
 CHECKPOINT = "checkpoint.npz"
@@ -122,7 +122,9 @@ def _peak_rss_mb() -> float:
 class Study:
     """One study run: planning, the streaming loop, checkpoints and outputs."""
 
-    def __init__(self, cfg: StudyConfig, loaded):
+    def __init__(self, cfg: StudyConfig, loaded, docs: list[CorpusDocument] | None = None):
+        """``docs``: the corpus already read (:func:`read_corpus` of ``cfg``'s paths, so a caller can
+        refuse a bad corpus before the model loads); None: read here."""
         self.cfg = cfg
         self.loaded = loaded
         self.info = loaded.info
@@ -130,7 +132,8 @@ class Study:
         cfg.validate(self.info.max_positions)
         check_out_dir(self.out, cfg.resume, cfg.force)
         self._check_existing_profile()
-        docs = read_corpus(cfg.corpus, encoding=cfg.encoding, max_bytes=cfg.max_bytes)
+        if docs is None:
+            docs = read_corpus(cfg.corpus, encoding=cfg.encoding, max_bytes=cfg.max_bytes)
         tok = loaded.tokenizer
         self.docs = tokenize_corpus(docs, tok)
         self.width = window_width(tok, cfg.seq_len)
@@ -358,9 +361,12 @@ def _torch_threads() -> int:
     return int(torch.get_num_threads())
 
 
-def run_study(cfg: StudyConfig, loaded, stop_after_batches: int | None = None) -> dict | None:
-    """Run the study of ``cfg`` with ``loaded`` (see :meth:`Study.run`); the report, or None when stopped early."""
-    return Study(cfg, loaded).run(stop_after_batches=stop_after_batches)
+def run_study(cfg: StudyConfig, loaded, stop_after_batches: int | None = None,
+              docs: list[CorpusDocument] | None = None) -> dict | None:
+    """Run the study of ``cfg`` with ``loaded`` (see :meth:`Study.run`); the report, or None when stopped early.
+
+    ``docs``: the corpus already read (None: read from ``cfg.corpus``)."""
+    return Study(cfg, loaded, docs).run(stop_after_batches=stop_after_batches)
 
 
 def _difference(old, new) -> str:

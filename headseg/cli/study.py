@@ -12,7 +12,7 @@ from headseg.analysis.ray import probe_address
 from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
-from headseg.analysis.study.corpus import corpus_files
+from headseg.analysis.study.corpus import CorpusDocument, read_corpus
 from headseg.analysis.study.runner import CHECKPOINT, OUTPUT_FILES, check_out_dir
 
 from . import options
@@ -54,7 +54,6 @@ def check_args(args) -> StudyConfig:
     check_out_dir(Path(args.out), cfg.resume or args.report_only, cfg.force)
     if args.report_only and not (Path(args.out) / CHECKPOINT).is_file():
         raise InputError(f"--report-only: no {CHECKPOINT} in {args.out}")
-    corpus_files(cfg.corpus)  # a missing path or a folder without text: now, not after the model loads
     # the model's window limit from its config.json: a bad --seq-len costs no weight loading
     cfg.validate(options.model_limits(args.model)[2])
     return cfg
@@ -63,12 +62,14 @@ def check_args(args) -> StudyConfig:
 def run(args) -> int:
     """``headseg study``: run (or resume, or report from the checkpoint) and print a summary; returns the exit code."""
     cfg = check_args(args)
+    # the corpus is read before the model loads: a missing, binary or empty file is one line now, not after it
+    docs = read_corpus(cfg.corpus, encoding=cfg.encoding, max_bytes=cfg.max_bytes)
     with output_lock(args.out):
-        return _study(args, cfg)
+        return _study(args, cfg, docs)
 
 
-def _study(args, cfg: StudyConfig) -> int:
-    """:func:`run` once ``--out`` is locked."""
+def _study(args, cfg: StudyConfig, docs: list[CorpusDocument]) -> int:
+    """:func:`run` once ``--out`` is locked; ``docs`` the corpus, read (the Ray engine's shards read their own)."""
     loaded = load_model(args.model)
     if args.engine == "ray":
         from headseg.analysis.study.distributed import run_study_ray
@@ -76,11 +77,11 @@ def _study(args, cfg: StudyConfig) -> int:
         report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address)
     elif args.report_only:
         cfg.resume = True
-        report = Study(cfg, loaded).report_from_checkpoint()
+        report = Study(cfg, loaded, docs).report_from_checkpoint()
         print(f"headseg: interim report from {report['batches_done']} batches ({report['windows']:,} windows) in {args.out}",
               file=sys.stderr)
     else:
-        report = run_study(cfg, loaded, stop_after_batches=args.stop_after_batches)
+        report = run_study(cfg, loaded, stop_after_batches=args.stop_after_batches, docs=docs)
     if report is None:
         print(f"headseg: stopped after {args.stop_after_batches} batches; continue with --resume", file=sys.stderr)
         return 0

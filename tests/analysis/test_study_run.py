@@ -196,7 +196,7 @@ def test_audit2_resume_never_writes_into_a_folder_without_a_checkpoint(tmp_path,
     assert run_study(cfg(tmp_path / "empty", resume=True), tiny_bert)["windows"] == 12
 
 
-@pytest.mark.parametrize("case", ["missing", "no text files", "report-only without checkpoint"])
+@pytest.mark.parametrize("case", ["missing", "no text files", "report-only without checkpoint", "binary", "empty"])
 def test_audit2_corpus_paths_are_checked_before_the_model_loads(tmp_path, capsys, monkeypatch, case):
     # A missing corpus path or a folder without text files was found only after the model had loaded (seconds).
     import headseg.cli.study as study_cli
@@ -207,8 +207,13 @@ def test_audit2_corpus_paths_are_checked_before_the_model_loads(tmp_path, capsys
 
     monkeypatch.setattr(study_cli, "load_model", no_model)
     (tmp_path / "empty").mkdir()
+    (tmp_path / "blob.txt").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "blank.txt").write_text("  \n\n")
     corpus, extra, expect = {
         "missing": (tmp_path / "nope.txt", [], "no such file"),
+        # a binary or empty corpus file was reported only after the model had loaded
+        "binary": (tmp_path / "blob.txt", [], "blob.txt"),
+        "empty": (tmp_path / "blank.txt", [], "the corpus is empty"),
         "no text files": (tmp_path / "empty", [], "no text files"),
         "report-only without checkpoint": (FIX / "docs", ["--report-only"], "no checkpoint.npz"),
     }[case]
