@@ -11,6 +11,10 @@ and how many documents each does better on.
 
     python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --jobs 2
     python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --after penalty   # β only, no surcharge
+    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --after rel25,rel50,below25,below50
+
+Several candidates (comma-separated ``--after``) are each compared with the
+same ``--before`` scores, one table per candidate.
 
 The tuning rule's verdict (``benchmarks/tune_topics.py``): the candidate
 (``--after``) is adopted only if the mean over the families improves and no
@@ -55,15 +59,19 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--jobs", type=int, default=1, help="data sets scored in parallel processes")
     ap.add_argument("--before", default="scatter", choices=EXACT_K_OBJECTIVES, help="the reference objective")
-    ap.add_argument("--after", default="penalised", choices=EXACT_K_OBJECTIVES, help="the candidate")
+    ap.add_argument("--after", default="penalised",
+                    help="the candidate, or several separated by commas: " + ", ".join(EXACT_K_OBJECTIVES))
     ap.add_argument("--json", default=None, help="also write every document's Pk here")
     args = ap.parse_args(argv)
     names = [n for fam in FAMILIES.values() for n in fam]
     missing = [n for n in names if not (Path(args.cache) / f"{slug(n)}.npz").exists()]
     if missing:
         raise SystemExit(f"not cached in {args.cache}: {', '.join(missing)}")
-    before, after = args.before, args.after
-    jobs = [(n, args.cache, args.data_root, args.limit or None, (before, after)) for n in names]
+    before, afters = args.before, [a for a in args.after.split(",") if a]
+    bad = [a for a in afters if a not in EXACT_K_OBJECTIVES]
+    if bad or not afters:
+        raise SystemExit(f"--after: one or more of {', '.join(EXACT_K_OBJECTIVES)}, got {args.after!r}")
+    jobs = [(n, args.cache, args.data_root, args.limit or None, (before, *afters)) for n in names]
     # the largest first, so the parallel processes finish together
     jobs.sort(key=lambda j: -(Path(j[1]) / f"{slug(j[0])}.npz").stat().st_size)
     if args.jobs > 1:
@@ -74,7 +82,14 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=1))
     print(f"load average {os.getloadavg()[0]:.1f}")
-    print(f"| data set | documents | {before} Pk | {after} Pk | Δ | documents better / worse / same |")
+    for after in afters:
+        verdict(res, names, before, after)
+    return 0
+
+
+def verdict(res: dict[str, dict[str, list[float]]], names: list[str], before: str, after: str) -> None:
+    """Print one candidate's table against ``before`` and the tuning rule's verdict."""
+    print(f"\n| data set | documents | {before} Pk | {after} Pk | Δ | documents better / worse / same |")
     print("|---|---:|---:|---:|---:|---|")
 
     def row(label: str, sets: list[str]) -> tuple[float, float]:
@@ -90,12 +105,11 @@ def main(argv=None) -> int:
         row(n, [n])
     fams = {f: row(f"**{f}** (family)", sets) for f, sets in FAMILIES.items()}
     b, a = (float(np.mean([v[i] for v in fams.values()])) for i in (0, 1))
-    print(f"| **mean of the families** | | {b:.3f} | {a:.3f} | {a - b:+.3f} | |")
+    print(f"| **mean of the families** | | {b:.4f} | {a:.4f} | {a - b:+.4f} | |")
     lost = [f for f, (fb, fa) in fams.items() if fa > fb + 0.01]
     lost += [n for n in GUARDED if np.mean(res[n][after]) > np.mean(res[n][before]) + 0.01]
-    verdict = "adopt" if a < b and not lost else "keep " + before
-    print(f"\ntuning rule: {verdict} (losing more than 0.01: {', '.join(lost) or 'none'})")
-    return 0
+    rule = "adopt" if a < b and not lost else "keep " + before
+    print(f"\ntuning rule for {after}: {rule} (losing more than 0.01: {', '.join(lost) or 'none'})")
 
 
 if __name__ == "__main__":

@@ -85,8 +85,13 @@ def score(doc: dict, cuts) -> tuple[float, int]:
 
 #: what the search for exactly k segments minimises (``--exact-k``): the product's objective
 #: (``topics.exact_k_objective``), the plain scatter, the penalised search's (``topics.search_objective``:
-#: scatter + per-start penalty β + short-segment surcharge), or scatter + only one of the two
-EXACT_K_OBJECTIVES = ("product", "scatter", "penalised", "penalty", "surcharge")
+#: scatter + per-start penalty β + short-segment surcharge), or scatter + only one of the two; ``relCC``:
+#: scatter + the surcharge on segments shorter than ``min(64, 0.CC · M)`` tokens, ``M = T_total / N`` the
+#: known mean segment length (the product's since it was adopted, at 0.35), ``belowCC`` below ``0.CC · M``
+#: (no cap at 64)
+EXACT_K_OBJECTIVES = ("product", "scatter", "penalised", "penalty", "surcharge",
+                      "rel25", "rel35", "rel40", "rel45", "rel50", "below25", "below50")
+RELATIVE_SURCHARGE = {n: (int(n[-2:]) / 100, n.startswith("rel")) for n in EXACT_K_OBJECTIVES if n[-2:].isdigit()}
 
 
 @contextlib.contextmanager
@@ -101,13 +106,25 @@ def exact_k_objective(name: str):
     if name not in EXACT_K_OBJECTIVES:
         raise SystemExit(f"--exact-k: one of {', '.join(EXACT_K_OBJECTIVES)}, got {name!r}")
     full = topics.search_objective
+
+    def relative(cost, x, params, penalty=None, tokens=None, prior=None, segments=None):
+        c, capped = RELATIVE_SURCHARGE[name]
+        if tokens is None or not segments:
+            return 0.0, None
+        mean = float(np.sum(tokens)) / segments
+        short = min(params.short_tokens, c * mean) if capped else c * mean
+        return 0.0, full(cost, x, dataclasses.replace(params, short_tokens=short), penalty, tokens)[1]
+
+    def penalised(*args, segments=None, **kwargs):
+        return full(*args, **kwargs)
+
     replacement = {
         "product": topics.exact_k_objective,
         "scatter": lambda *args, **kwargs: (0.0, None),
-        "penalised": full,
-        "penalty": lambda *args, **kwargs: (full(*args, **kwargs)[0], None),
-        "surcharge": lambda *args, **kwargs: (0.0, full(*args, **kwargs)[1]),
-    }[name]
+        "penalised": penalised,
+        "penalty": lambda *args, **kwargs: (penalised(*args, **kwargs)[0], None),
+        "surcharge": lambda *args, **kwargs: (0.0, penalised(*args, **kwargs)[1]),
+    }.get(name, relative)
     shipped = topics.exact_k_objective
     topics.exact_k_objective = replacement
     try:
@@ -235,8 +252,9 @@ def main(argv=None) -> int:
     ap.add_argument("--oracle", action="store_true", help="also score with the reference number of segments")
     ap.add_argument("--exact-k", default="product", choices=EXACT_K_OBJECTIVES,
                     help="what the k-oracle search minimises: the product's objective (default), the plain scatter, "
-                         "the penalised search's (scatter + per-start penalty + short-segment surcharge), or "
-                         "scatter + only the penalty or only the surcharge")
+                         "the penalised search's (scatter + per-start penalty + short-segment surcharge), "
+                         "scatter + only the penalty or only the surcharge, or the surcharge relative to the "
+                         "mean segment length (relCC: below min(64, 0.CC·T/N) tokens; belowCC: below 0.CC·T/N)")
     ap.add_argument("--layers", action="append", default=[],
                     help="with an --all-heads cache: LAYER:WEIGHT,... per head relative to the last layer's "
                          "(e.g. 5:1,0:0.25); repeat to compare mixtures")

@@ -1,5 +1,6 @@
 """Exactly k segments under the penalised search's objective: scatter + per-start penalty + extra cost per
-segment, the DP's cuts against a brute force over every partition into k, on every path of the search."""
+segment, the DP's cuts against a brute force over every partition into k, on every path of the search; and
+the product's segments=N objective (scatter + a short-segment prior relative to the mean length)."""
 
 from __future__ import annotations
 
@@ -127,21 +128,58 @@ def test_block_search_result_is_a_local_optimum_of_the_whole_objective():
                 assert _objective(x, w, beta, scalar, moved) >= here - 1e-9
 
 
-def test_segments_n_minimises_the_plain_scatter_of_the_topic_search():
-    # the product's choice (docs/segmenter.md, "Exactly k segments: which objective"): with tokens the
-    # penalised search would add a per-start penalty and a surcharge; exactly k segments do not
-    from headseg.segmenter.topics import TopicParams, topic_cuts
-
-    rng = np.random.default_rng(4)
+def _topic_case(seed: int):
+    """Raw unit vectors and token counts where a few units are short, so the prior has something to do."""
+    rng = np.random.default_rng(seed)
     n = 11
     x = rng.normal(size=(n, 5))
-    tokens = rng.integers(1, 20, size=n).astype(float)
-    w = np.minimum(1.0, tokens / 8.0)
+    tokens = rng.integers(1, 60, size=n).astype(float)
+    return x, tokens
+
+
+def _exact_k_want(x, tokens, k, prior: bool):
+    """The brute-force optimum of the topic search's scatter (+ the relative short-segment prior), from scratch."""
+    from headseg.segmenter.topics import TopicParams, boundary_penalty
+
+    params = TopicParams()
+    n = len(x)
+    w = np.minimum(1.0, tokens / params.weight_tokens)
     w = w / w.mean()
     centred = x - x.mean(axis=0)
+    if not prior:
+        return _brute_force_k(centred, w, k, np.zeros(n + 1), lambda a, b: 0.0)
+    beta = boundary_penalty(centred, params, params.penalty)
+    full = min(64.0, 0.35 * tokens.sum() / k)  # topics.EXACT_K_SHORT_FRACTION, as documented
+    scalar, _ = _short(tokens, beta, rate=params.short_surcharge, full=full)
+    return _brute_force_k(centred, w, k, np.zeros(n + 1), scalar)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_segments_n_minimises_the_scatter_and_a_short_segment_prior_relative_to_the_mean(seed):
+    # the product's choice (docs/segmenter.md, "Exactly k segments: which objective"): no per-start
+    # penalty, and the surcharge β(start) · 0.5 · (1 − T/S) on segments of T < S = min(64, 0.35 · T_total/k)
+    # tokens, recomputed here; with the group search off (no lines) the topic search sees the units as given
+    from headseg.segmenter.topics import TopicParams, topic_cuts
+
+    x, tokens = _topic_case(seed)
     for k in (2, 3, 4):
-        want = _brute_force_k(centred, w, k, np.zeros(n + 1), lambda a, b: 0.0)
-        assert topic_cuts(x, TopicParams(), segments=k, unit_tokens=tokens) == want
+        assert topic_cuts(x, TopicParams(), segments=k, unit_tokens=tokens) == _exact_k_want(x, tokens, k, True)
+
+
+def test_the_relative_prior_moves_the_cuts_and_needs_tokens():
+    from headseg.segmenter.topics import TopicParams, topic_cuts
+
+    moved = 0
+    for seed in range(4):
+        x, tokens = _topic_case(seed)
+        for k in (2, 3, 4):
+            plain = _exact_k_want(x, tokens, k, False)
+            moved += plain != _exact_k_want(x, tokens, k, True)
+            # without token counts there is no prior (and no unit weights): the plain scatter
+            centred = x - x.mean(axis=0)
+            assert topic_cuts(x, TopicParams(), segments=k) == _brute_force_k(
+                centred, np.ones(len(x)), k, np.zeros(len(x) + 1), lambda a, b: 0.0)
+    assert moved >= 2
 
 
 def test_the_penalised_objective_with_a_size_target_matches_brute_force():
