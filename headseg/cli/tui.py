@@ -7,6 +7,7 @@ from pathlib import Path
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.io import read_json_object
+from headseg.analysis.progress import is_terminal
 
 from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, read_document
 
@@ -38,13 +39,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _is_terminal(stream) -> bool:
-    try:
-        return stream is not None and stream.isatty()
-    except (AttributeError, ValueError):  # replaced or closed
-        return False
-
-
 def run(args) -> int:
     """``headseg tui``: check the flags and the file, then run the app until it quits; returns the exit code."""
     from . import options
@@ -70,7 +64,7 @@ def run(args) -> int:
     export_dir = Path(args.export_dir).expanduser()
     if export_dir.exists() and not export_dir.is_dir():
         raise InputError(f"--export-dir {args.export_dir}: not a folder")
-    if not (_is_terminal(sys.stdin) and _is_terminal(sys.stderr)):
+    if not (is_terminal(sys.stdin) and is_terminal(sys.stderr)):
         # Textual draws on stderr and reads keys from stdin; without a terminal the app can never be quit
         # and spins a core until it is killed
         raise InputError("headseg tui needs an interactive terminal (its standard input and error are not one); "

@@ -402,7 +402,7 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
                         windows=self.options.max_windows)
 
     monkeypatch.setattr(HeadsegApp, "run", fake_run)
-    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)  # as in a terminal
+    monkeypatch.setattr("headseg.cli.tui.is_terminal", lambda stream: True)  # as in a terminal
     f = tmp_path / "doc.txt"
     f.write_text(TEXT, encoding="utf-8")
     rc = cli_main(["tui", str(f), "--colors", "256", "--no-segmenter", "--max-windows", "7"])
@@ -419,7 +419,7 @@ def test_cli_runs_the_app_with_its_options(tmp_path, monkeypatch, capsys):
 def test_cli_refuses_a_file_the_app_cannot_show(tmp_path, monkeypatch, capsys, content, message):
     """A folder, a binary or an empty file went into the app (a directory spun a core); one line, exit 2."""
     monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
-    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)
+    monkeypatch.setattr("headseg.cli.tui.is_terminal", lambda stream: True)
     f = tmp_path / "in"
     if content is None:
         f.mkdir()
@@ -440,7 +440,7 @@ def test_cli_refuses_a_bad_report_profile_or_export_folder(tmp_path, monkeypatch
     """Files named on the command line were only found wanting inside the app (or, for the export
     folder, when `e` was pressed): one line and exit 2 before it starts."""
     monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
-    monkeypatch.setattr("headseg.cli.tui._is_terminal", lambda stream: True)
+    monkeypatch.setattr("headseg.cli.tui.is_terminal", lambda stream: True)
     doc = tmp_path / "doc.txt"
     doc.write_text(TEXT, encoding="utf-8")
     f = tmp_path / "given"
