@@ -68,7 +68,7 @@ def _read_record(kind: str, key: str) -> dict | None:
 
 def _write_record(kind: str, key: str, data: dict) -> bool:
     """Best effort: False if the cache cannot be written."""
-    from .io import atomic_write_json
+    from .writing import atomic_write_json
 
     try:
         path = _record_path(kind, key)

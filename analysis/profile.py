@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ProfileError
-from .io import atomic_write_json, read_json_object
+from .reading import read_json_object
+from .writing import atomic_write_json
 
 PROFILE_VERSION = 1
 

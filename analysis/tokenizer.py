@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError, ModelError, first_line
-from .io import read_json
+from .reading import read_json
 
 #: the files a model directory's tokenizer is read from (copied into ONNX artifacts)
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -46,7 +46,6 @@ class Tokenizer:
         self.model_max_length = model_max_length
         self.vocab_size = backend.get_vocab_size(with_added_tokens=True)
 
-    # ----------------------------------------------------------- constructors
     @classmethod
     def from_dir(cls, path: str | os.PathLike) -> "Tokenizer":
         """From a model (or artifact) directory holding ``tokenizer.json``."""
@@ -85,7 +84,6 @@ class Tokenizer:
         max_len = int(max_len) if isinstance(max_len, int) and 0 < max_len < 10**9 else None
         return cls(backend, pad_token_id=hf_tokenizer.pad_token_id, model_max_length=max_len)
 
-    # ------------------------------------------------------------------ use
     def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """``ids [N]`` (int64) and ``offsets [N, 2]`` (character spans in ``text``), no special tokens.
 

@@ -75,7 +75,6 @@ def make_profile(loaded, heads_spec: str | None, path: str | None = None):
                        topic_heads=heads)
 
 
-# --------------------------------------------------------------------- worker
 
 
 def peak_rss_mb() -> float:
@@ -151,7 +150,6 @@ def run_worker(cfg: dict) -> dict:
     return json.loads(lines[-1])
 
 
-# ----------------------------------------------------------------------- main
 
 
 def export_all(loaded, profile, work: Path, fp16: bool, cuda: bool) -> dict:

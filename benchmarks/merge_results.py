@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from headseg.analysis.io import atomic_write_json  # noqa: E402
+from headseg.analysis.writing import atomic_write_json  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -79,7 +79,7 @@ def main() -> int:
             out += [sc.per_corpus[c][m] / ref.per_corpus[c][m] for m in ("iou", "recall")]
         return out
 
-    print(f"| target | line-break discount | heading discount | " +
+    print("| target | line-break discount | heading discount | " +
           " | ".join(f"{b}: IoU / recall" for b in budgets) + " | worst cell | cells won |")
     print("|---:|---:|---:|" + "---:|" * len(budgets) + "---:|---:|")
     line0, heading0 = lines.LINE_BREAK_DISCOUNT, lines.HEADING_DISCOUNT

@@ -34,7 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from headseg.analysis.errors import HeadsegError  # noqa: E402
-from headseg.analysis.io import atomic_write_text  # noqa: E402
+from headseg.analysis.writing import atomic_write_text  # noqa: E402
 from headseg.segmenter.evaluation.harness import (  # noqa: E402
     Dataset,
     ResultStore,

@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
-from headseg.analysis.io import atomic_save_npz  # noqa: E402
+from headseg.analysis.writing import atomic_save_npz  # noqa: E402
 
 from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
 

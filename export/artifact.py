@@ -21,7 +21,7 @@ from pathlib import Path
 
 from headseg.analysis.cache import cache_root, cached_digest
 from headseg.analysis.errors import ArtifactError, InputError
-from headseg.analysis.io import read_json_object
+from headseg.analysis.reading import read_json_object
 
 MANIFEST_NAME = "manifest.json"
 GRAPH_NAME = "model.onnx"

@@ -25,7 +25,8 @@ import numpy as np
 
 from headseg.analysis.cache import file_sha256
 from headseg.analysis.errors import ArtifactError, HeadsegError
-from headseg.analysis.io import atomic_write_json, output_lock
+from headseg.analysis.outputs import output_lock
+from headseg.analysis.writing import atomic_write_json
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import windows_from_text

@@ -74,7 +74,6 @@ class GraphWriter:
         self.nodes.append(helper.make_node(op_type, list(inputs), [out], name=name, **attrs))
         return out
 
-    # ------------------------------------------------------------------ helpers
     def linear(self, x: str, weight: np.ndarray, bias: np.ndarray, hint: str) -> str:
         """``x @ weightᵀ + bias`` for a torch ``Linear`` weight ``[out, in]``."""
         w = self.weight(f"{hint}.weight", np.asarray(weight).T)

@@ -17,6 +17,8 @@ Ray is :mod:`headseg.analysis.study.distributed`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import RECORD_FIELDS
 

@@ -10,6 +10,7 @@ late are one module in two files.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -162,3 +163,24 @@ def test_files_have_one_job():
             if n > MAX_LINES:
                 over.append(f"{rel}: {n} lines")
     assert not over, f"files over {MAX_LINES} lines: {over}"
+
+
+#: a comment line that only separates parts of a file ("# ------ outputs", "# ===== main")
+BANNER = re.compile(r"^\s*#\s*[-=#*~]{5,}")
+
+
+def banners(source: str) -> list[int]:
+    """Line numbers (1-based) of the banner comments in ``source``."""
+    return [i for i, line in enumerate(source.splitlines(), 1) if BANNER.match(line)]
+
+
+def test_banner_finder():
+    assert banners("x = 1\n# -------------------------------- outputs\ny = 2\n    # ===== inner\n") == [2, 4]
+    assert banners("# a comment with -- dashes\n#: a constant's doc\n") == []
+
+
+def test_no_file_needs_a_banner():
+    # a file that separates its parts with banner comments does two jobs: it wants to be two files
+    found = [f"{f.relative_to(REPO).as_posix()}:{n}" for f in sorted(modules().values())
+             for n in banners(f.read_text(encoding="utf-8"))]
+    assert not found, f"banner comments in package modules: {found}"

@@ -95,7 +95,6 @@ class HeadsegApp(App):
         self._doc_key: tuple | None = None
         self._pending_row: int | None = None
 
-    # ----------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
         """The panes: document on the left; matrix, cursor line and grid on the right."""
         yield Header()
@@ -129,7 +128,6 @@ class HeadsegApp(App):
         self.query_one("#grid-box").can_focus = False
         self.load_document()
 
-    # ------------------------------------------------------------------ loading
     @work(thread=True, exclusive=True, group="load")
     def load_document(self) -> None:
         """Worker: build and show the document, then mark its units and topics."""
@@ -189,7 +187,6 @@ class HeadsegApp(App):
         self.matrix_view.border_title = "no matrix"
         self.notify(message, title="error", severity="error", timeout=10)
 
-    # ------------------------------------------------------------------- views
     def current_matrix(self) -> np.ndarray:
         """The ``[T, T]`` matrix the matrix pane shows (window, layer, head, kind)."""
         return self.doc.matrix(self.window_index, self.layer, self.head, self.kind)
@@ -301,7 +298,6 @@ class HeadsegApp(App):
         else:
             self.update_view()
 
-    # ----------------------------------------------------------------- messages
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         """Follow the matrix cursor in the cursor line and the document."""
         if self.doc is not None and self.matrix_view.matrix is not None:
@@ -323,7 +319,6 @@ class HeadsegApp(App):
         """Step through windows from the document pane."""
         self.action_window(message.step)
 
-    # ------------------------------------------------------------------ actions
     def select_head(self, layer: int, head: int) -> None:
         """Show head ``(layer, head)``, clamped to the model."""
         if self.doc is None:

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
-from headseg.analysis.io import atomic_save_npz, decode_text, file_size, read_head, read_text
+from headseg.analysis.reading import decode_text, file_size, read_head, read_text
+from headseg.analysis.writing import atomic_save_npz
 from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
 from headseg.analysis.text import Window, make_windows, split_sentences, tokenize

@@ -8,7 +8,7 @@ import os
 import numpy as np
 from rich.text import Text
 
-from headseg.analysis.io import atomic_write_bytes
+from headseg.analysis.writing import atomic_write_bytes
 
 UNIT_STYLES = ("#d8d8d8", "#8ab4f8")
 WINDOW_BG = "on #26304a"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import atomic_write_text
+from headseg.analysis.writing import atomic_write_text
 
 
 def _size(value: str) -> tuple[int, int]:

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import read_json
+from headseg.analysis.reading import read_json
 from headseg.analysis.norms import strip_marker
 
 #: Display names of the statistics computed from the document, in grid order.

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io import DEFAULT_MAX_BYTES, read_text
+from ..reading import DEFAULT_MAX_BYTES, read_text
 from ..text import TokenizedText, Window, make_window, tokenize, window_width
 
 #: suffixes read when a folder is given (a file named explicitly is always read).

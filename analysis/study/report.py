@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text
+from ..writing import atomic_write_bytes, atomic_write_json, atomic_write_text
 from ..profile import HeadProfile
 from .stats import VARIANTS, summarise
 

@@ -30,7 +30,8 @@ import numpy as np
 from ..capture import TorchBackend
 from ..text import window_width
 from ..errors import HeadsegError, InputError, ProfileError
-from ..io import DEFAULT_MAX_BYTES, atomic_save_npz, atomic_write_json, read_json_object
+from ..reading import DEFAULT_MAX_BYTES, read_json_object
+from ..writing import atomic_save_npz, atomic_write_json
 from ..progress import progress_bar
 from .corpus import CorpusDocument, build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
 from .stats import StudyAccumulator, token_category_index

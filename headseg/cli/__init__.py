@@ -19,7 +19,7 @@ import sys
 from typing import Callable
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import WRITE_ERRNOS
+from headseg.analysis.writing import WRITE_ERRNOS
 
 from . import evaluate, export, inspect, retrieval, segment, serve, study, tui
 

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import check_output_path, output_lock, read_start
+from headseg.analysis.outputs import check_output_path, output_lock
+from headseg.analysis.reading import read_start
 
 from headseg.segmenter.evaluation.harness import RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS

@@ -6,7 +6,7 @@ import json
 import sys
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import STDOUT
+from headseg.analysis.writing import STDOUT
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 

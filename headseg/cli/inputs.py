@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import decode_text, read_text
+from headseg.analysis.reading import decode_text, read_text
 from headseg.segmenter.stream import not_text
 
 #: suffixes read from a folder (a file named explicitly is always read)

@@ -10,7 +10,9 @@ import sys
 import numpy as np
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import atomic_save_npz, check_output_path, output_lock, read_text
+from headseg.analysis.outputs import check_output_path, output_lock
+from headseg.analysis.reading import read_text
+from headseg.analysis.writing import atomic_save_npz
 from headseg.analysis.model import load_model
 from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.inspect import inspect_text, summarise

@@ -13,7 +13,7 @@ import importlib.util
 import math
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import DEFAULT_MAX_BYTES
+from headseg.analysis.reading import DEFAULT_MAX_BYTES
 from headseg.export.artifact import PRECISIONS
 from headseg.export.backends import backend_help, backend_names
 

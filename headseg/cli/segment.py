@@ -24,7 +24,7 @@ Other formats with ``--out`` are written to a temporary file beside the target
 and renamed at the end.
 
 Every ``--out`` is held under an exclusive lock for the run
-(:func:`headseg.analysis.io.output_lock`): a second run writing the same file
+(:func:`headseg.analysis.outputs.output_lock`): a second run writing the same file
 is refused (exit 2) before it loads the model.  An existing ``--out`` that is
 not a headseg output (of any format) is not overwritten unless ``--force``.
 
@@ -40,7 +40,7 @@ import sys
 from typing import Any, Callable, Iterator
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import output_lock
+from headseg.analysis.outputs import output_lock
 from headseg.analysis.ray import probe_address
 from headseg.analysis.memory import release_memory
 from headseg.analysis.progress import progress_bar

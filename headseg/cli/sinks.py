@@ -23,7 +23,9 @@ import textwrap
 from typing import Protocol, Sequence
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.io import check_output_path, read_start, replace_with, temp_beside
+from headseg.analysis.outputs import check_output_path
+from headseg.analysis.reading import read_start
+from headseg.analysis.writing import replace_with, temp_beside
 from headseg.analysis.segments import RECORD_FIELDS, Segmentation
 
 from .inputs import Source

@@ -7,7 +7,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from headseg.analysis.io import check_output_dir, output_lock
+from headseg.analysis.outputs import check_output_dir, output_lock
 from headseg.analysis.ray import probe_address
 from headseg.analysis.errors import InputError
 from headseg.analysis.model import load_model

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import read_json_object
+from headseg.analysis.reading import read_json_object
 from headseg.analysis.progress import is_terminal
 
 from headseg.tui.data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, read_document

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from headseg.analysis.errors import InputError, first_line
-from headseg.analysis.io import atomic_write_json
+from headseg.analysis.writing import atomic_write_json
 from headseg.analysis.progress import progress_bar
 
 from .loaders import Document
@@ -418,7 +418,7 @@ def load_datasets(paths: Sequence[str], fmt: str = "auto", wiki_level: int | Non
     A data set is named by ``names`` or by the path's last part (the whole path
     where two would share a name); the same data set twice is an error.
     """
-    from headseg.analysis.io import DEFAULT_MAX_BYTES
+    from headseg.analysis.reading import DEFAULT_MAX_BYTES
 
     from .loaders import iter_documents
 

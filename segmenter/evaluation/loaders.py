@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import DEFAULT_MAX_BYTES, read_text
+from headseg.analysis.reading import DEFAULT_MAX_BYTES, read_text
 
 FORMATS = ("auto", "choi", "wiki", "dialogue", "jsonl")
 

@@ -39,7 +39,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import read_text
+from headseg.analysis.reading import read_text
 
 Span = tuple[int, int]
 #: a chunker: corpus text -> chunk spans (character offsets, in order; they may overlap)

@@ -9,14 +9,9 @@ import tempfile
 import pytest
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import (
-    check_output_dir,
-    check_output_path,
-    decode_text,
-    open_output,
-    read_text,
-    write_output,
-)
+from headseg.analysis.outputs import check_output_dir, check_output_path
+from headseg.analysis.reading import decode_text, read_text
+from headseg.analysis.writing import open_output, write_output
 
 TEXT = "Grüße aus Köln. 😀 Второе предложение.\n"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import check_output_dir, lock_path
+from headseg.analysis.outputs import check_output_dir, lock_path
 from headseg.cli import main
 
 from cli_helpers import one_line as _one_line, run as _run
@@ -217,7 +217,7 @@ def test_notes_on_stderr_carry_the_prefix(tmp_path, capsys):
 # ------------------------------------------------------- the host process
 def test_atomic_writes_do_not_set_the_umask(tmp_path, monkeypatch):
     """Reading the umask by setting it to 0 left a window in which the host's other threads made 0666 files."""
-    from headseg.analysis.io import atomic_write_text
+    from headseg.analysis.writing import atomic_write_text
 
     old = os.umask(0o027)
     try:

@@ -15,12 +15,11 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.io import lock_path, output_lock
+from headseg.analysis.outputs import lock_path, output_lock
 from headseg.analysis.segments import Segmentation
 from headseg.cli import main
 

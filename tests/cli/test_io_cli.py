@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from headseg.analysis.errors import InputError, ModelError, ProfileError
-from headseg.analysis.io import atomic_write_json, read_text
+from headseg.analysis.reading import read_text
+from headseg.analysis.writing import atomic_write_json
 from headseg.analysis.model import load_model, resolve_model_path
 from headseg.analysis.norms import attention_shares, coefficient_of_variation, token_categories
 from headseg.analysis.profile import HeadProfile

@@ -208,7 +208,7 @@ def test_audit2_records_written_under_umask_002_are_trusted_again(tmp_path, monk
 def test_audit2_concurrent_exports_to_one_out_folder_are_refused_not_torn(tiny_bert_dir, tmp_path, capsys):
     # Two `headseg export --out DIR` at once moved their files in turn: one's manifest over the other's graph
     # (a corrupt artifact, both exit 0), or a false "holds model.onnx, which headseg did not write".
-    from headseg.analysis.io import output_lock
+    from headseg.analysis.outputs import output_lock
 
     out = tmp_path / "art"
     with output_lock(out):  # another export of the same folder is running

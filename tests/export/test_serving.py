@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from headseg.analysis.errors import ArtifactError
-from headseg.analysis.io import read_text
+from headseg.analysis.reading import read_text
 from headseg.export.artifact import read_manifest
 from headseg.export.engine import OnnxBackend
 from headseg.export.policy import precision_preference

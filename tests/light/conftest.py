@@ -62,7 +62,7 @@ def warm_cache(isolated_cache) -> Path:
     if warm:
         shutil.copytree(warm, isolated_cache, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.lock"))
     r = run_py("from headseg import Segmenter\n"
-               f"print(Segmenter().backend.name)")
+               "print(Segmenter().backend.name)")
     if r.returncode != 0 or r.stdout.strip() != "onnx":
         pytest.fail(f"cannot export the serving graph into the cache: {r.stderr.strip()[-500:]}")
     return isolated_cache

@@ -4,8 +4,6 @@ nothing printed; a missing extra named, before any work."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
