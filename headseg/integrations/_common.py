@@ -17,6 +17,11 @@ from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
 
+#: why an adapter holding a ready Segmenter cannot be pickled
+UNPICKLABLE = ("an adapter built from a Segmenter object cannot be pickled (for Ray or a process pool): "
+               "build it from model/profile/backend/device, and each process loads the model itself")
+
+
 def adapter_options(options: Mapping[str, Any]) -> SegmentOptions:
     """The validated :class:`SegmentOptions` of an adapter's keyword arguments (None keeps the default).
 
@@ -45,8 +50,26 @@ class SegmenterRunner:
             if model is not None or profile is not None or backend != "auto" or device is not None:
                 raise HeadsegError("pass either a ready segmenter or model/profile/backend/device, not both")
         self._segmenter = segmenter
+        self.given = segmenter is not None
         self.build_args = {"model": model, "profile": profile, "backend": backend, "device": device}
         self.options = adapter_options(options)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray and process pools (LlamaIndex's IngestionPipeline(num_workers=N)) pickle the adapters: the
+        # model travels as the names it is built from and is built again on first use over there.  A
+        # Segmenter object cannot travel (its backend holds a live model), and must not be dropped
+        # silently: the other side would segment with the default model instead.
+        if self.given:
+            raise TypeError(UNPICKLABLE)
+        return dict(self.__dict__, _segmenter=None)
+
+    def __deepcopy__(self, memo: dict) -> "SegmenterRunner":
+        # A copy of an adapter shares its model (read-only, and a Segmenter cannot be copied).
+        new = object.__new__(type(self))  # not copy.copy: that goes through __getstate__
+        new.__dict__.update(self.__dict__)
+        new.build_args = dict(self.build_args)
+        memo[id(self)] = new
+        return new
 
     @property
     def loaded(self) -> bool:
