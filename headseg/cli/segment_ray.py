@@ -109,7 +109,7 @@ def _segmented(ds, args, options: SegmentOptions):
                                    text_field=args.text_field, id_field=args.id_field,
                                    threads=None if gpus > 0 else 1),
         batch_size=args.docs_per_batch,
-        batch_format="numpy",
+        batch_format="pyarrow",  # Python values, as the local engine reads them (SegmentActor)
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1,
         num_gpus=gpus,

@@ -58,3 +58,31 @@ def test_a_ray_the_program_started_is_used_and_left_running(monkeypatch):
         assert got is ray
         os.environ["HEADSEG_TEST_MARK"] = "2"  # a change the program makes meanwhile is its own
     assert calls == [] and os.environ["HEADSEG_TEST_MARK"] == "2"
+
+
+@pytest.mark.slow
+def test_ray_engine_ids_and_missing_texts_read_as_the_local_engine_reads_them(tmp_path, tiny_bert_dir, capsys):
+    """Numpy batches turned an integer id column with a null into floats (id 1 became "1.0", a missing
+    id "nan", taken as an id) and a null text into NaN ("field 'text' is of type float"); the local
+    engine writes "1" and says "is missing"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if ray.is_initialized():
+        pytest.skip("a Ray is already running in this process")
+    rows = [{"id": 1, "text": "The river rose. Farmers moved their cattle."}, {"id": 2, "text": None},
+            {"id": None, "text": "No id here."}, {"id": 4, "text": "Prices of grain went up."}]
+    corpus = tmp_path / "c.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), corpus)
+    common = ["--format", "jsonl", "--model", str(tiny_bert_dir), "--backend", "torch", "--quiet"]
+    assert main(["segment", str(corpus), "--out", str(tmp_path / "local.jsonl"), *common]) == 1
+    local_err = capsys.readouterr().err
+    assert main(["segment", str(corpus), "--out", str(tmp_path / "ray.jsonl"), "--engine", "ray",
+                 "--workers", "1", *common]) == 1
+    ray_err = capsys.readouterr().err
+    local = [json.loads(x) for x in (tmp_path / "local.jsonl").read_text(encoding="utf-8").splitlines()]
+    on_ray = [json.loads(x) for x in (tmp_path / "ray.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["document"] for r in on_ray] == ["1", "4"]
+    assert on_ray == [r for r in local if r["document"] in ("1", "4")]
+    assert "2: field 'text' is missing" in local_err and "2: field 'text' is missing" in ray_err
+    assert "needs an id field" in ray_err  # the Ray engine's rule: every record has an id
