@@ -7,7 +7,9 @@ adapter without being named in it.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
@@ -16,6 +18,9 @@ from headseg.analysis.segments import Segment, Segmentation
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
+
+#: held while an adapter builds its segmenter: adapters used from several threads load the model once
+_BUILD_LOCK = threading.Lock()
 
 #: why an adapter holding a ready Segmenter cannot be pickled
 UNPICKLABLE = ("an adapter built from a Segmenter object cannot be pickled (for Ray or a process pool): "
@@ -78,9 +83,11 @@ class SegmenterRunner:
 
     @property
     def segmenter(self) -> Segmenter:
-        """The segmenter, loading the model on first access."""
+        """The segmenter, loading the model on first access (once, however many threads ask at once)."""
         if self._segmenter is None:
-            self._segmenter = Segmenter(**self.build_args)
+            with _BUILD_LOCK:
+                if self._segmenter is None:
+                    self._segmenter = Segmenter(**self.build_args)
         return self._segmenter
 
     def segment_many(self, texts: Sequence[str]) -> list[Segmentation]:
@@ -94,7 +101,10 @@ class SegmenterRunner:
         blocked, and concurrent calls share model calls through one batcher."""
         if not texts:
             return []
-        return await self.segmenter.asegment_many(list(texts), self.options)
+        segmenter = self._segmenter
+        if segmenter is None:  # the first use loads the model (seconds): off the event loop too
+            segmenter = await asyncio.get_running_loop().run_in_executor(None, lambda: self.segmenter)
+        return await segmenter.asegment_many(list(texts), self.options)
 
 
 def page_numbers(text: str, result: Segmentation | Sequence[Segment]) -> list[int]:

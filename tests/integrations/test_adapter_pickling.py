@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import pickle
+import threading
 
 import pytest
 
@@ -70,3 +72,50 @@ def test_langchain_bad_metadata_is_refused_before_the_model_runs(tiny_segmenter,
     docs = splitter.create_documents([ECHO], metadatas=[{"k": 1}])
     assert_tiles(ECHO, [(d.metadata["start_index"], d.metadata["end_index"]) for d in docs],
                  [d.page_content for d in docs])
+
+
+def _slow_builds(monkeypatch, wait):
+    """Segmenter construction in the adapters replaced by one that calls ``wait()`` and counts itself."""
+    from headseg.integrations import _common
+
+    built = []
+
+    def build(**kwargs):
+        built.append(threading.current_thread())
+        wait()
+        return "segmenter"
+
+    monkeypatch.setattr(_common, "Segmenter", build)
+    return _common.SegmenterRunner(model="some-model"), built
+
+
+def test_threads_that_use_an_adapter_first_at_once_load_its_model_once(monkeypatch):
+    gate = threading.Event()
+    runner, built = _slow_builds(monkeypatch, lambda: gate.wait(0.5))
+    threads = [threading.Thread(target=lambda: runner.segmenter) for _ in range(4)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and runner.segmenter == "segmenter"
+
+
+def test_the_first_async_use_loads_the_model_off_the_event_loop(monkeypatch):
+    """The model load of a first ``asegment_many`` blocked the loop: here the build waits for a
+    coroutine of the same loop, which could never run (the guard's timeout would end the wait unset)."""
+    ran = threading.Event()
+    runner, built = _slow_builds(monkeypatch, lambda: ran.wait(10) or pytest.fail("the event loop was blocked"))
+
+    async def ticker():
+        await asyncio.sleep(0)
+        ran.set()
+
+    async def main():
+        tick = asyncio.ensure_future(ticker())
+        with pytest.raises(AttributeError):  # the stand-in "segmenter" has no asegment_many
+            await runner.asegment_many(["One text."])
+        await tick
+
+    asyncio.run(main())
+    assert built and built[0] is not threading.main_thread()
