@@ -5,8 +5,11 @@ Ray is imported only when :func:`init_ray` is called, so nothing else needs the 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
-from typing import Any
+import sys
+from typing import Any, Iterator
 
 from .errors import InputError
 
@@ -58,3 +61,35 @@ def init_ray(address: str | None, num_cpus: int | None = None):
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise InputError(f"cannot start or reach Ray{' at ' + address if address else ''}: {exc}") from None
     return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[Any]:
+    """:func:`init_ray` for the length of one command: the ``ray`` module inside the block.
+
+    A Ray started here is shut down when the block ends, and the environment
+    variables Ray sets in this process while starting one (``RAY_USAGE_STATS_ENABLED``,
+    ``RAY_AUTH_MODE``, ``PYTHONBREAKPOINT``...) are put back as they were, so a
+    command run inside a program (``headseg.cli.main``) leaves that program as it
+    found it.  A Ray the program had started or joined is used and left running.
+    """
+    before = sys.modules.get("ray")
+    started = before is None or not before.is_initialized()
+    env = dict(os.environ)
+    try:
+        yield init_ray(address, num_cpus)
+    finally:
+        ray = sys.modules.get("ray")
+        if started and ray is not None and ray.is_initialized():
+            ray.shutdown()
+        if started:
+            _restore_environment(env)
+
+
+def _restore_environment(env: dict[str, str]) -> None:
+    """Put ``os.environ`` back to ``env``: what was added is removed, what was changed is set back."""
+    for key in set(os.environ) - set(env):
+        os.environ.pop(key, None)
+    for key, value in env.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value

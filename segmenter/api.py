@@ -325,6 +325,9 @@ class Segmenter:
         opts = SegmentOptions.of(options, **overrides)
         _check_progress(progress)
         check_batch_sizes(batch_docs, batch_chars)
+        if not isinstance(text_field, str) or not isinstance(id_field, str):
+            # else every record would fail alike ("field '5' is missing"), one by one
+            raise HeadsegError(f"text_field and id_field must be strings (got {text_field!r}, {id_field!r})")
         items = iterable_of(items, "items must be an iterable of texts, records or (id, text) pairs", lazy=True)
 
         def segment_many(texts: Sequence[str]) -> list[Segmentation]:

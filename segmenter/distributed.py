@@ -45,12 +45,15 @@ class SegmentActor:
                                    batch_size=batch_size, unit_mode=unit_mode, threads=threads, quiet=True)
         self.text_field, self.id_field = text_field, id_field
 
-    def __call__(self, batch: dict) -> dict:
-        """Segment one batch of records (columns ``text_field``, ``id_field``) into record columns plus ``error``."""
+    def __call__(self, batch: Any) -> dict:
+        """Segment one batch of records (columns ``text_field``, ``id_field``; a pyarrow table or a dict of
+        columns) into record columns plus ``error``."""
         from headseg.segmenter.api import DocumentError
 
-        texts = list(batch[self.text_field])
-        ids = list(batch[self.id_field]) if self.id_field in batch else [None] * len(texts)
+        texts = _column(batch, self.text_field)
+        ids = _column(batch, self.id_field)
+        n = max(len(texts or ()), len(ids or ()))
+        texts, ids = texts or [None] * n, ids or [None] * n
         items = []
         for doc_id, text in zip(ids, texts):
             doc_id = None if doc_id is None else str(doc_id)
@@ -76,3 +79,15 @@ class SegmentActor:
 
         release_memory()  # the actor owns its process, as the command line does
         return cols
+
+
+def _column(batch: Any, name: str) -> list | None:
+    """Column ``name`` of ``batch`` as Python values (None where the column is missing).
+
+    A pyarrow table is read with ``to_pylist``, as the local engine reads Parquet:
+    numpy batches turn an integer column with a null into floats (id 1 became
+    "1.0", a missing id "nan") and a null text into NaN.
+    """
+    if hasattr(batch, "column_names"):
+        return batch.column(name).to_pylist() if name in batch.column_names else None
+    return list(batch[name]) if name in batch else None

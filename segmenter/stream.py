@@ -10,6 +10,7 @@ again one document at a time, so only that document becomes a
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -52,7 +53,18 @@ def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_doc
     check_batch_sizes(batch_docs, batch_chars)
     batch: Batch = []
     size = 0
-    for index, item in enumerate(items):
+    reader = iter(items)
+    for index in itertools.count():
+        try:
+            item = next(reader)
+        except StopIteration:
+            break
+        except Exception:
+            # ``items`` itself failed (a reader's I/O error): the documents it gave before are still
+            # segmented and handed out, then its error is raised where the next document would be.
+            if batch:
+                yield batch
+            raise
         doc_id, text = document_of(item, text_field, id_field)
         batch.append((index, doc_id, text))
         size += len(text) if isinstance(text, str) else 0
@@ -98,6 +110,9 @@ def iterable_of(items: Any, what: str, lazy: bool = False) -> Any:
     saying ``what`` (the items themselves are checked one by one later)."""
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise InputError(f"{what} (got {type(items).__name__}; one text: segment())")
+    if isinstance(items, Mapping):
+        # iterating a mapping gives its keys: one record would become a document per field name
+        raise InputError(f"{what} (got {type(items).__name__}; one record: put it in a list)")
     return items if lazy else list(items)
 
 

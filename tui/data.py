@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,14 +203,25 @@ def load_precomputed(path: str | os.PathLike) -> "DocumentModel":
                         end_char=int(pos[2]),
                     )
                 )
-                matrices.append(WindowMatrices(z=f[k + "z"], attn=f[k + "attn"], fnorm=f[k + "fnorm"]))
+                matrices.append(_checked_matrices(windows[-1], (L, H), f[k + "z"], f[k + "attn"], f[k + "fnorm"]))
             text = str(f["text"])
             source = PrecomputedSource(str(f["name"]), L, H, str(f["fingerprint"]), matrices)
             return DocumentModel(text, windows, source, total_windows=int(f["total_windows"]), note=str(f["note"]))
     except HeadsegError:
         raise
-    except (OSError, KeyError, ValueError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile, KeyError, ValueError, IndexError, TypeError) as exc:
+        # a truncated or foreign file fails in numpy or zipfile with any of these: one line, no traceback
         raise InputError(f"{path}: not a headseg TUI document ({type(exc).__name__}: {exc})") from None
+
+
+def _checked_matrices(window: Window, heads: tuple[int, int], z: np.ndarray, attn: np.ndarray,
+                      fnorm: np.ndarray) -> WindowMatrices:
+    """A saved window's matrices, shapes checked (a mismatch failed later, drawing, as an IndexError)."""
+    t = len(window.input_ids)
+    if (z.ndim != 4 or z.shape[:3] != (*heads, t) or attn.shape != (*heads, t, t) or fnorm.shape != (*heads, t)
+            or window.offsets.shape != (t, 2) or len(window.tokens) != t or len(window.special) != t):
+        raise ValueError(f"window {window.index}: its matrices do not fit {heads} heads and {t} tokens")
+    return WindowMatrices(z=z, attn=attn, fnorm=fnorm)
 
 
 class DocumentModel:

@@ -16,7 +16,7 @@ import time
 
 from ..errors import InputError
 from ..model import load_model
-from ..ray import init_ray
+from ..ray import ray_session
 from .runner import Study, StudyConfig
 from .stats import StudyAccumulator
 
@@ -54,13 +54,19 @@ def run_study_ray(cfg: StudyConfig, model: str | None, loaded=None, shards: int 
     ``model`` is what each worker loads (a path, a cached hub id, or None for the
     embedded model); ``loaded`` the driver's copy (loaded from ``model`` if None).
     ``shards`` defaults to the cluster's CPUs; ``address``/``num_cpus`` go to
-    :func:`~headseg.analysis.ray.init_ray`; ``threads`` is each worker's torch
-    intra-op thread count.
+    :func:`~headseg.analysis.ray.ray_session` (a Ray started there is shut down
+    after); ``threads`` is each worker's torch intra-op thread count.
     """
     if cfg.resume:
         raise InputError("--resume is for a single-process study; a Ray study reruns its shards")
     study = Study(cfg, loaded if loaded is not None else load_model(model))
-    ray = init_ray(address, num_cpus)
+    with ray_session(address, num_cpus) as ray:
+        return _run_shards(ray, study, cfg, model, shards, threads)
+
+
+def _run_shards(ray, study: Study, cfg: StudyConfig, model: str | None, shards: int | None,
+                threads: int | None) -> dict:
+    """:func:`run_study_ray`'s work on ``ray``: the shards run as tasks, their accumulators merged."""
     if shards is None:
         shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
     if shards < 1:

@@ -8,13 +8,15 @@ as the local engine's (so the outputs are equal record for record).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from typing import Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.segments import RECORD_FIELDS
-from headseg.analysis.ray import init_ray
+from headseg.analysis.ray import ray_session
 from headseg.segmenter.distributed import SegmentActor
 from headseg.segmenter.options import SegmentOptions
 
@@ -26,8 +28,12 @@ def segment_corpus_ray(args, options: SegmentOptions, sources: list[Source], fai
     """``headseg segment --engine ray`` with ``options`` (validated by the command); returns the exit code
     (1 if any document failed, counting the ``failed`` inputs already reported)."""
     check_corpus(sources)
-    init_ray(args.address)
-    ds = _segmented(_read_corpus(sources, args.quiet), args, options)
+    with ray_session(args.address), _ray_data_settings(args.quiet):
+        return _run(args, options, sources, failed)
+
+
+def _run(args, options: SegmentOptions, sources: list[Source], failed: int) -> int:
+    ds = _segmented(_read_corpus(sources), args, options)
     sink: Sink = (ParquetSink(args.out) if args.format == "parquet"
                   else StreamSink("jsonl", False, args.out, direct=True))
     ok = False
@@ -55,15 +61,29 @@ def check_corpus(sources: list[Source]) -> None:
         raise InputError("--engine ray reads JSONL or Parquet corpora (all inputs of one kind), not text files or stdin")
 
 
-def _read_corpus(sources: list[Source], quiet: bool):
-    """The corpus as a Ray dataset, blocks kept in input order."""
+@contextlib.contextmanager
+def _ray_data_settings(quiet: bool) -> Iterator[None]:
+    """Ray Data set for the command (blocks in input order, progress bars unless ``quiet``, its progress
+    log quiet), and set back afterwards: ``headseg.cli.main`` inside a program leaves it as it was."""
     import ray.data
 
-    # the command line owns this process: Ray Data's progress log is noise on stderr
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    log = logging.getLogger("ray.data")
     ctx = ray.data.DataContext.get_current()
+    saved = (log.level, ctx.execution_options.preserve_order, ctx.enable_progress_bars)
+    log.setLevel(logging.WARNING)  # Ray Data's progress log is noise on stderr
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = not quiet
+    try:
+        yield
+    finally:
+        log.setLevel(saved[0])
+        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved[1:]
+
+
+def _read_corpus(sources: list[Source]):
+    """The corpus as a Ray dataset, blocks kept in input order (:func:`_ray_data_settings`)."""
+    import ray.data
+
     paths = [s.path if "://" in s.path else os.path.abspath(s.path) for s in sources]
     # Reading is light; with 0 CPUs reserved it never waits behind the actors,
     # which hold one CPU each (N workers on N cores would otherwise deadlock).
@@ -89,7 +109,7 @@ def _segmented(ds, args, options: SegmentOptions):
                                    text_field=args.text_field, id_field=args.id_field,
                                    threads=None if gpus > 0 else 1),
         batch_size=args.docs_per_batch,
-        batch_format="numpy",
+        batch_format="pyarrow",  # Python values, as the local engine reads them (SegmentActor)
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1,
         num_gpus=gpus,

@@ -7,7 +7,9 @@ adapter without being named in it.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
@@ -15,6 +17,14 @@ from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segment, Segmentation
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
+
+
+#: held while an adapter builds its segmenter: adapters used from several threads load the model once
+_BUILD_LOCK = threading.Lock()
+
+#: why an adapter holding a ready Segmenter cannot be pickled
+UNPICKLABLE = ("an adapter built from a Segmenter object cannot be pickled (for Ray or a process pool): "
+               "build it from model/profile/backend/device, and each process loads the model itself")
 
 
 def adapter_options(options: Mapping[str, Any]) -> SegmentOptions:
@@ -45,8 +55,26 @@ class SegmenterRunner:
             if model is not None or profile is not None or backend != "auto" or device is not None:
                 raise HeadsegError("pass either a ready segmenter or model/profile/backend/device, not both")
         self._segmenter = segmenter
+        self.given = segmenter is not None
         self.build_args = {"model": model, "profile": profile, "backend": backend, "device": device}
         self.options = adapter_options(options)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray and process pools (LlamaIndex's IngestionPipeline(num_workers=N)) pickle the adapters: the
+        # model travels as the names it is built from and is built again on first use over there.  A
+        # Segmenter object cannot travel (its backend holds a live model), and must not be dropped
+        # silently: the other side would segment with the default model instead.
+        if self.given:
+            raise TypeError(UNPICKLABLE)
+        return dict(self.__dict__, _segmenter=None)
+
+    def __deepcopy__(self, memo: dict) -> "SegmenterRunner":
+        # A copy of an adapter shares its model (read-only, and a Segmenter cannot be copied).
+        new = object.__new__(type(self))  # not copy.copy: that goes through __getstate__
+        new.__dict__.update(self.__dict__)
+        new.build_args = dict(self.build_args)
+        memo[id(self)] = new
+        return new
 
     @property
     def loaded(self) -> bool:
@@ -55,9 +83,11 @@ class SegmenterRunner:
 
     @property
     def segmenter(self) -> Segmenter:
-        """The segmenter, loading the model on first access."""
+        """The segmenter, loading the model on first access (once, however many threads ask at once)."""
         if self._segmenter is None:
-            self._segmenter = Segmenter(**self.build_args)
+            with _BUILD_LOCK:
+                if self._segmenter is None:
+                    self._segmenter = Segmenter(**self.build_args)
         return self._segmenter
 
     def segment_many(self, texts: Sequence[str]) -> list[Segmentation]:
@@ -71,7 +101,10 @@ class SegmenterRunner:
         blocked, and concurrent calls share model calls through one batcher."""
         if not texts:
             return []
-        return await self.segmenter.asegment_many(list(texts), self.options)
+        segmenter = self._segmenter
+        if segmenter is None:  # the first use loads the model (seconds): off the event loop too
+            segmenter = await asyncio.get_running_loop().run_in_executor(None, lambda: self.segmenter)
+        return await segmenter.asegment_many(list(texts), self.options)
 
 
 def page_numbers(text: str, result: Segmentation | Sequence[Segment]) -> list[int]:

@@ -105,8 +105,13 @@ class HeadsegTextSplitter(TextSplitter):
 def _checked_texts(texts: Iterable[str], metadatas: list | None) -> list[str]:
     """``texts`` as a list, after checking that ``metadatas`` (if given) has one entry per text."""
     texts = iterable_of(texts, "texts must be a list of str")
-    if metadatas is not None and len(metadatas) != len(texts):
-        raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
+    if metadatas is not None:
+        # checked before any segmenting: a bad entry used to fail only after the model had run
+        if len(metadatas) != len(texts):
+            raise ValueError(f"{len(metadatas)} metadatas for {len(texts)} texts")
+        bad = next((i for i, m in enumerate(metadatas) if not isinstance(m, dict)), None)
+        if bad is not None:
+            raise TypeError(f"metadatas[{bad}] must be a dict (got {type(metadatas[bad]).__name__})")
     return texts
 
 

@@ -28,7 +28,7 @@ from llama_index.core.utils import get_tqdm_iterable
 from headseg.segmenter.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
-from ._common import SegmenterRunner, chunk_segments
+from ._common import UNPICKLABLE, SegmenterRunner, chunk_segments
 
 __all__ = ["HeadsegNodeParser"]
 
@@ -105,6 +105,13 @@ class HeadsegNodeParser(_OptionFields):
         except BaseException:
             super().__setattr__(name, old)
             raise
+
+    def __getstate__(self) -> dict[str, Any]:
+        # LlamaIndex's own __getstate__ drops what does not pickle, with a warning on the root logger;
+        # a parser over a given Segmenter would then segment with the default model in the other process.
+        if self._given:
+            raise TypeError(UNPICKLABLE)
+        return super().__getstate__()
 
     @classmethod
     def class_name(cls) -> str:

@@ -18,12 +18,13 @@ replica's admission, not Ray's, decides.  docs/scale.md has the multi-node layou
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 
 from ray import serve
 
-from headseg.analysis.errors import InputError
+from headseg.analysis.errors import InputError, is_integer
 from headseg.analysis.ray import init_ray
 
 from .app import create_app
@@ -46,8 +47,12 @@ class SegmentService:
 
 def build(config: ServeConfig, replicas: int = 1, cpus_per_replica: float = 1.0):
     """The bound Ray Serve application: ``replicas`` copies of :class:`SegmentService`."""
-    if replicas < 1:
-        raise InputError(f"replicas must be at least 1 (got {replicas})")
+    # checked here, not by Ray: its errors are tracebacks of its own types (a pydantic ValidationError...)
+    if not is_integer(replicas) or replicas < 1:
+        raise InputError(f"replicas must be an integer of at least 1 (got {replicas!r})")
+    if isinstance(cpus_per_replica, bool) or not isinstance(cpus_per_replica, (int, float)) \
+            or not math.isfinite(cpus_per_replica) or cpus_per_replica <= 0:
+        raise InputError(f"cpus_per_replica must be a positive number (got {cpus_per_replica!r})")
     deployment = serve.deployment(SegmentService, name="headseg", num_replicas=replicas,
                                   max_ongoing_requests=config.max_queue,
                                   graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S,

@@ -40,3 +40,18 @@ def test_ray_serve_replicas_answer_like_the_library():
         serve.shutdown()
         if started_here:
             ray.shutdown()
+
+
+@pytest.mark.parametrize("kwargs", [{"replicas": 2.5}, {"replicas": True}, {"replicas": "2"}, {"replicas": 0},
+                                    {"cpus_per_replica": -1}, {"cpus_per_replica": float("nan")},
+                                    {"cpus_per_replica": 0}])
+def test_build_refuses_bad_sizes_with_one_line(kwargs):
+    """Before: Ray's own tracebacks (a pydantic ValidationError, a TypeError comparing str and int, a NaN
+    conversion), or True taken as one replica."""
+    from headseg.analysis.errors import InputError
+    from headseg.serve.engine import ServeConfig
+    from headseg.serve.ray_serve import build
+
+    with pytest.raises(InputError, match="replicas|cpus_per_replica"):
+        build(ServeConfig(), **kwargs)
+    assert build(ServeConfig(), replicas=2, cpus_per_replica=0.5) is not None

@@ -230,3 +230,36 @@ def test_auto_segmenter_uses_segmenter_api(monkeypatch):
     monkeypatch.setitem(sys.modules, "headseg.segmenter.api", types.SimpleNamespace(Segmenter=Broken))
     seg, warning = AutoSegmenter()(TEXT)
     assert "no profile for this model" in warning and seg.topics == []
+
+
+def _npz_bytes(**arrays) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _fixture_with(**changes) -> bytes:
+    with np.load(FIXTURES / "doc_tiny.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays.update(changes)
+    return _npz_bytes(**arrays)
+
+
+@pytest.mark.parametrize("content", [
+    b"",  # an empty file: numpy's EOFError
+    (FIXTURES / "doc_tiny.npz").read_bytes()[:2000],  # cut short: zipfile's BadZipFile
+    _npz_bytes(shape=np.array(3)),  # TypeError
+    _fixture_with(w0_pos=np.array([0])),  # IndexError
+    _fixture_with(w0_attn=np.zeros((3, 4, 31, 31), np.float32)),  # matrices of another window size
+    _fixture_with(w0_z=np.zeros((2, 4, 32, 8), np.float32)),  # fewer layers than the shape says
+], ids=["empty", "truncated", "scalar-shape", "short-pos", "attn-size", "z-layers"])
+def test_a_damaged_precomputed_document_is_one_input_error(tmp_path, content):
+    """Each of these was a traceback (or, for the shapes, an IndexError later, in the app's drawing)."""
+    path = tmp_path / "doc.npz"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match="not a headseg TUI document"):
+        load_precomputed(path)
+    path.write_bytes(_fixture_with())
+    assert load_precomputed(path).text == load_precomputed(FIXTURES / "doc_tiny.npz").text
