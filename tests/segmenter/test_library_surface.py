@@ -190,7 +190,8 @@ def test_asegment_sees_the_segmenter_as_it_is_now():
 
 def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, monkeypatch, capfd):
     """Offline means no network call at all: not the model, not a token counter by name, not the async
-    path (and nothing printed on the way, a capped segment count included)."""
+    path (and nothing printed nor any environment variable set on the way, a capped segment count included)."""
+    import os
     import socket
 
     calls: list = []
@@ -210,9 +211,11 @@ def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, mon
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
     from headseg.segmenter.api import Segmenter
 
+    env = dict(os.environ)
     fresh = Segmenter(quiet=True)
     assert fresh.segment(TOPICS).text == TOPICS
     assert segmenter.segment(TOPICS, max_tokens=40, token_counter="embedded", segments=50).text == TOPICS
     assert asyncio.run(fresh.asegment(TOPICS)).to_dict() == fresh.segment(TOPICS).to_dict()
     assert calls == []
     assert capfd.readouterr() == ("", "")
+    assert dict(os.environ) == env, "segmenting set or changed an environment variable of the host"
