@@ -6,6 +6,7 @@ Ray is imported only when :func:`init_ray` is called, so nothing else needs the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import sys
@@ -43,15 +44,17 @@ def init_ray(address: str | None, num_cpus: int | None = None):
 
     A Ray this process has already started or joined is used as it is.
     ``num_cpus`` sizes a local Ray (ignored with ``address``); no dashboard, no
-    worker logs on the driver.  A Ray that cannot be started or reached raises
-    :class:`InputError`.
+    worker logs on the driver, and Ray's own log from warnings up.  A Ray that
+    cannot be started or reached raises :class:`InputError`.
     """
     if address:
         probe_address(address)
     import ray
 
     if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        # Ray's own notices at INFO ("Started a local Ray instance.") are noise on a command's stderr;
+        # its warnings (the cluster's token authentication, say) still show
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
         if address:
             kwargs["address"] = address
         elif num_cpus:
@@ -69,13 +72,15 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[An
 
     A Ray started here is shut down when the block ends, and the environment
     variables Ray sets in this process while starting one (``RAY_USAGE_STATS_ENABLED``,
-    ``RAY_AUTH_MODE``, ``PYTHONBREAKPOINT``...) are put back as they were, so a
-    command run inside a program (``headseg.cli.main``) leaves that program as it
+    ``RAY_AUTH_MODE``, ``PYTHONBREAKPOINT``...) and the "ray" logger's level are
+    put back as they were, so a command run inside a program (``headseg.cli.main``) leaves that program as it
     found it.  A Ray the program had started or joined is used and left running.
     """
     before = sys.modules.get("ray")
     started = before is None or not before.is_initialized()
     env = dict(os.environ)
+    log = logging.getLogger("ray")
+    level = log.level
     try:
         yield init_ray(address, num_cpus)
     finally:
@@ -84,6 +89,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[An
             ray.shutdown()
         if started:
             _restore_environment(env)
+            log.setLevel(level)  # init_ray's logging_level outlives the Ray it started
 
 
 def _restore_environment(env: dict[str, str]) -> None:

@@ -17,7 +17,7 @@ from headseg.cli import main  # noqa: E402
 
 
 @pytest.mark.slow
-def test_the_ray_engine_leaves_the_host_program_as_it_found_it(tmp_path, tiny_bert_dir, capsys):
+def test_the_ray_engine_leaves_the_host_program_as_it_found_it(tmp_path, tiny_bert_dir, capfd):
     """Before, ``main()`` left behind a running Ray, the environment variables Ray sets when it starts
     (RAY_USAGE_STATS_ENABLED, RAY_AUTH_MODE, PYTHONBREAKPOINT...), the "ray.data" logger's level and
     Ray Data's global context changed."""
@@ -28,6 +28,7 @@ def test_the_ray_engine_leaves_the_host_program_as_it_found_it(tmp_path, tiny_be
     env = dict(os.environ)
     ctx = ray_data.DataContext.get_current()
     settings = (logging.getLogger("ray.data").level, ctx.execution_options.preserve_order, ctx.enable_progress_bars)
+    ray_level = logging.getLogger("ray").level
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"id": "a", "text": "The river rose. Farmers moved their cattle."}) + "\n",
                       encoding="utf-8")
@@ -42,7 +43,8 @@ def test_the_ray_engine_leaves_the_host_program_as_it_found_it(tmp_path, tiny_be
     ctx = ray_data.DataContext.get_current()
     assert (logging.getLogger("ray.data").level, ctx.execution_options.preserve_order,
             ctx.enable_progress_bars) == settings
-    assert capsys.readouterr().out == ""
+    assert logging.getLogger("ray").level == ray_level
+    assert capfd.readouterr().out == ""
 
 
 def test_a_ray_the_program_started_is_used_and_left_running(monkeypatch):
