@@ -48,7 +48,7 @@ def dump(seg, name: str, rel: str, out: Path, limit: int | None, batch_docs: int
     """Every real token's topic-head vectors of the data set's units, in ``batch_docs`` documents per batch
     set as ``topic_cache.py`` encodes them (the int8 engine's quantisation depends on the batch)."""
     from headseg.analysis.capture import iter_batches
-    from headseg.analysis.io import atomic_save_npz
+    from headseg.analysis.writing import atomic_save_npz
     from headseg.analysis.text import tokenize
     from headseg.segmenter.encode import unit_token_ranges, unit_windows
     from headseg.segmenter.evaluation.loaders import iter_documents
