@@ -39,13 +39,14 @@ def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         raise InputError(f"--address {address}: cannot reach a Ray cluster there ({reason})") from None
 
 
-def init_ray(address: str | None, num_cpus: int | None = None):
+def init_ray(address: str | None, num_cpus: int | None = None, quiet: bool = False):
     """The ``ray`` module, connected to the cluster at ``address`` or to a local Ray it starts.
 
     A Ray this process has already started or joined is used as it is.
     ``num_cpus`` sizes a local Ray (ignored with ``address``); no dashboard, no
-    worker logs on the driver, and Ray's own log from warnings up.  A Ray that
-    cannot be started or reached raises :class:`InputError`.
+    worker logs on the driver, and Ray's own log from warnings up (errors only
+    with ``quiet``).  A Ray that cannot be started or reached raises
+    :class:`InputError`.
     """
     if address:
         probe_address(address)
@@ -53,8 +54,9 @@ def init_ray(address: str | None, num_cpus: int | None = None):
 
     if not ray.is_initialized():
         # Ray's own notices at INFO ("Started a local Ray instance.") are noise on a command's stderr;
-        # its warnings (the cluster's token authentication, say) still show
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
+        # its warnings (the cluster's token authentication, say) show unless the user asked for quiet
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                  "logging_level": logging.ERROR if quiet else logging.WARNING}
         if address:
             kwargs["address"] = address
         elif num_cpus:
@@ -67,7 +69,7 @@ def init_ray(address: str | None, num_cpus: int | None = None):
 
 
 @contextlib.contextmanager
-def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[Any]:
+def ray_session(address: str | None, num_cpus: int | None = None, quiet: bool = False) -> Iterator[Any]:
     """:func:`init_ray` for the length of one command: the ``ray`` module inside the block.
 
     A Ray started here is shut down when the block ends, and the environment
@@ -82,7 +84,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[An
     log = logging.getLogger("ray")
     level = log.level
     try:
-        yield init_ray(address, num_cpus)
+        yield init_ray(address, num_cpus, quiet)
     finally:
         ray = sys.modules.get("ray")
         if started and ray is not None and ray.is_initialized():

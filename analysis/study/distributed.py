@@ -60,7 +60,7 @@ def run_study_ray(cfg: StudyConfig, model: str | None, loaded=None, shards: int 
     if cfg.resume:
         raise InputError("--resume is for a single-process study; a Ray study reruns its shards")
     study = Study(cfg, loaded if loaded is not None else load_model(model))
-    with ray_session(address, num_cpus) as ray:
+    with ray_session(address, num_cpus, quiet=cfg.quiet) as ray:
         return _run_shards(ray, study, cfg, model, shards, threads)
 
 
