@@ -1,7 +1,9 @@
 """Segmentation on a Ray cluster (the ``ray`` extra): :class:`SegmentActor`.
 
-``ray.data`` reads the JSONL or Parquet corpus in blocks, and ``map_batches``
-sends batches of documents to a pool of actors, each holding one
+``ray.data`` reads the Parquet corpus in blocks (or the lines of the JSONL
+corpus, which the actors parse with the local engine's
+:func:`~.stream.jsonl_document`), and ``map_batches`` sends batches of
+documents to a pool of actors, each holding one
 :class:`~headseg.segmenter.api.Segmenter` built once from the model *path* and
 the profile *path* (weights never travel through Ray: every worker loads them
 from the installed package, the Hugging Face cache or a shared folder, and
@@ -17,21 +19,25 @@ Ray is :mod:`headseg.analysis.study.distributed`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import RECORD_FIELDS
 
-from .stream import not_text
+from .stream import jsonl_document, not_text
 
 
 class SegmentActor:
     """One Ray actor: one Segmenter, loaded once, segmenting batches of documents into record rows."""
 
     def __init__(self, model: str | None, profile: str | None, backend: str, device: str | None, batch_size: int,
-                 unit_mode: str, options: Any, text_field: str, id_field: str, threads: int | None):
+                 unit_mode: str, options: Any, text_field: str, id_field: str, threads: int | None,
+                 jsonl: Mapping[str, Any] | None = None):
         """``options``: the :class:`~headseg.segmenter.options.SegmentOptions` every batch is segmented
-        with, or its fields as a mapping (validated here, on the worker)."""
+        with, or its fields as a mapping (validated here, on the worker).  ``jsonl``: ``encoding`` and
+        ``max_bytes`` when the batches are the lines of a JSONL corpus (columns ``where``, ``FILE:LINE``,
+        and ``line``, its bytes or None when over ``max_bytes``), parsed here as the local engine parses them
+        (:func:`~.stream.jsonl_document`); None when they are records (columns ``text_field``, ``id_field``)."""
         if threads and backend == "torch":
             import torch
 
@@ -44,25 +50,14 @@ class SegmentActor:
         self.segmenter = Segmenter(model=model, profile=profile, backend=backend, device=device,
                                    batch_size=batch_size, unit_mode=unit_mode, threads=threads, quiet=True)
         self.text_field, self.id_field = text_field, id_field
+        self.jsonl = None if jsonl is None else (jsonl["encoding"], int(jsonl["max_bytes"]))
 
     def __call__(self, batch: Any) -> dict:
-        """Segment one batch of records (columns ``text_field``, ``id_field``; a pyarrow table or a dict of
-        columns) into record columns plus ``error``."""
+        """Segment one batch (JSONL lines, or records with columns ``text_field``, ``id_field``; a pyarrow
+        table or a dict of columns) into record columns plus ``error``."""
         from headseg.segmenter.api import DocumentError
 
-        texts = _column(batch, self.text_field)
-        ids = _column(batch, self.id_field)
-        n = max(len(texts or ()), len(ids or ()))
-        texts, ids = texts or [None] * n, ids or [None] * n
-        items = []
-        for doc_id, text in zip(ids, texts):
-            doc_id = None if doc_id is None else str(doc_id)
-            if doc_id is None:
-                items.append((None, InputError(f"the ray engine needs an id field '{self.id_field}' in every record")))
-            elif not isinstance(text, str):
-                items.append((doc_id, not_text(text, self.text_field)))
-            else:
-                items.append((doc_id, text))
+        items = self._lines(batch) if self.jsonl is not None else self._records(batch)
         cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}
         results = self.segmenter.iter_segment([t for _, t in items], self.options, batch_docs=max(len(items), 1),
                                               errors="yield")
@@ -79,6 +74,29 @@ class SegmentActor:
 
         release_memory()  # the actor owns its process, as the command line does
         return cols
+
+    def _lines(self, batch: Any) -> list[tuple[str, Any]]:
+        """``(id, text or error)`` of each JSONL line of ``batch``, as the local engine reads it."""
+        encoding, max_bytes = self.jsonl  # type: ignore[misc]
+        return [jsonl_document(raw, where, encoding, max_bytes, self.text_field, self.id_field)
+                for where, raw in zip(_column(batch, "where") or (), _column(batch, "line") or ())]
+
+    def _records(self, batch: Any) -> list[tuple[str | None, Any]]:
+        """``(id, text or error)`` of each record of ``batch``; the Ray engine needs an id in every record."""
+        texts = _column(batch, self.text_field)
+        ids = _column(batch, self.id_field)
+        n = max(len(texts or ()), len(ids or ()))
+        texts, ids = texts or [None] * n, ids or [None] * n
+        items: list[tuple[str | None, Any]] = []
+        for doc_id, text in zip(ids, texts):
+            doc_id = None if doc_id is None else str(doc_id)
+            if doc_id is None:
+                items.append((None, InputError(f"the ray engine needs an id field '{self.id_field}' in every record")))
+            elif not isinstance(text, str):
+                items.append((doc_id, not_text(text, self.text_field)))
+            else:
+                items.append((doc_id, text))
+        return items
 
 
 def _column(batch: Any, name: str) -> list | None:

@@ -11,10 +11,12 @@ again one document at a time, so only that document becomes a
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line, is_integer
+from headseg.analysis.reading import decode_text
 from headseg.analysis.segments import Segmentation
 
 #: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
@@ -162,3 +164,26 @@ def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, 
     if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
         return (None if item[0] is None else str(item[0])), item[1]
     return None, InputError(f"expected a text, a record or an (id, text) pair, got {type(item).__name__}")
+
+
+def jsonl_document(raw: bytes | None, where: str, encoding: str, max_bytes: int, text_field: str,
+                   id_field: str) -> tuple[str, Any]:
+    """``(id, text)`` of one non-blank line of a JSONL corpus, found at ``where`` (``FILE:LINE``, also the id
+    of a record without one); ``text`` is an :class:`InputError` for a line that is no usable record.
+    ``raw`` is None for a line over ``max_bytes`` (skipped unread).
+
+    The one reading of a JSONL line: the local engine and the Ray engine's actors both parse with it, so
+    both give every record the same id and text (and every bad line the same error).
+    """
+    if raw is None:
+        return where, InputError(f"line is over the limit of {max_bytes:,} bytes (raise it with --max-bytes)")
+    try:
+        obj = json.loads(decode_text(raw, where, encoding))
+    except HeadsegError as exc:
+        return where, exc
+    except ValueError as exc:
+        return where, InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})")
+    if not isinstance(obj, dict):
+        return where, InputError("a JSONL record must be a JSON object")
+    doc_id, text = document_of(obj, text_field, id_field)
+    return (where if doc_id is None else doc_id), text

@@ -12,7 +12,6 @@ The readers take the parsed command line (``args``) and read from it
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.reading import decode_text, read_text
-from headseg.segmenter.stream import not_text
+from headseg.analysis.reading import read_text
+from headseg.segmenter.stream import jsonl_document, not_text
 
 #: suffixes read from a folder (a file named explicitly is always read)
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".ref")
@@ -134,33 +133,20 @@ def _iter_jsonl(path: str, args) -> Iterator[tuple[str, Any]]:
         yield source, InputError(f"cannot read ({exc.strerror or exc})")
         return
     try:
-        for line_no, raw in enumerate(_bounded_lines(fh, args.max_bytes), start=1):
-            where = f"{source}:{line_no}"
-            if raw is None:
-                yield where, InputError(f"line is over the limit of {args.max_bytes:,} bytes (raise it with --max-bytes)")
-                continue
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(decode_text(raw, where, args.encoding))
-            except HeadsegError as exc:
-                yield where, exc
-                continue
-            except ValueError as exc:
-                yield where, InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})")
-                continue
-            if not isinstance(obj, dict):
-                yield where, InputError("a JSONL record must be a JSON object")
-                continue
-            doc_id = obj.get(args.id_field)
-            doc_id = where if doc_id is None else str(doc_id)
-            text = obj.get(args.text_field)
-            if not isinstance(text, str):
-                text = not_text(text, args.text_field)
-            yield doc_id, text
+        for line_no, raw in jsonl_lines(fh, args.max_bytes):
+            yield jsonl_document(raw, f"{source}:{line_no}", args.encoding, args.max_bytes, args.text_field,
+                                 args.id_field)
     finally:
         if fh is not sys.stdin.buffer:
             fh.close()
+
+
+def jsonl_lines(fh, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
+    """``(line number, line)`` of the non-blank lines of a binary stream, numbered from 1; the line is None
+    when it is over ``max_bytes`` (skipped unread).  Both engines read JSONL corpora with it."""
+    for line_no, raw in enumerate(_bounded_lines(fh, max_bytes), start=1):
+        if raw is None or raw.strip():
+            yield line_no, raw
 
 
 def _bounded_lines(fh, max_bytes: int) -> Iterator[bytes | None]:

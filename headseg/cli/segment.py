@@ -51,7 +51,7 @@ from headseg.segmenter.options import SegmentOptions, add_option_flags
 from . import options
 from .inputs import Source, expand_inputs, iter_documents
 from .sinks import (JournalSink, ParquetSink, Sink, StreamSink, check_journal, check_journal_end, check_output,
-                    document_digest, is_segment_output, journal_path, read_journal)
+                    document_digest, is_segment_output, journal_path, read_journal, report_failed)
 
 #: what a resumed run must share with the interrupted one besides the segmentation options and the inputs
 RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precision", "input_format", "text_field",
@@ -258,8 +258,7 @@ def segment_into(sink: Sink, segmenter, opts: SegmentOptions, docs: Iterator[tup
                 n, doc_id = meta.pop(i)
                 i += 1
                 if isinstance(res, DocumentError):
-                    where = "" if res.reason.startswith(f"{doc_id}:") else f"{doc_id}: "
-                    print(f"headseg: error: {where}{res.reason}", file=sys.stderr)
+                    report_failed(doc_id, res.reason)
                     failed += 1
                 else:
                     good.append((n, doc_id, res))

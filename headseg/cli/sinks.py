@@ -51,6 +51,13 @@ class Sink(Protocol):
         """Finish the output; with ``ok`` False, leave no half-written result behind where one can be."""
 
 
+def report_failed(doc_id: str, reason: str) -> None:
+    """The line on stderr for a document that failed, from either engine: ``headseg: error: ID: REASON``
+    (the id once when the reason begins with it, as a reading error at ``FILE:LINE`` does)."""
+    where = "" if reason.startswith(f"{doc_id}:") else f"{doc_id}: "
+    print(f"headseg: error: {where}{reason}", file=sys.stderr)
+
+
 def records(doc_id: str, seg: Segmentation) -> list[dict]:
     """One flat record per segment: the :meth:`Segmentation.to_dict` schema with the document id in each."""
     return seg.to_records(doc_id)

@@ -57,3 +57,76 @@ def test_ray_engine_records_equal_the_local_engine(tmp_path, model_dir, local_ra
     assert main(["segment", str(tmp_path / "c.parquet"), "--format", "parquet", "--out", str(out),
                  "--engine", "ray", "--workers", "1", *common]) == 0
     assert pq.read_table(out).to_pylist() == records
+
+
+@pytest.mark.slow
+def test_ray_engine_reads_jsonl_lines_as_the_local_engine(tmp_path, model_dir, local_ray, capsys, monkeypatch):
+    """Ray's read_json read ids through Arrow: an integer id column with a null became floats ("1.0" for the
+    local engine's "1"), ints then strings could not be read at all, and bad lines were not the local
+    engine's error lines.  Now both engines parse each line with one function: same bytes, same errors."""
+    monkeypatch.chdir(tmp_path)  # inputs named relatively: FILE:LINE says them as given
+    lines = [json.dumps({"id": 1, "text": SENTENCES[0] + " " + SENTENCES[1]}),
+             json.dumps({"id": None, "text": SENTENCES[2]}),  # a null id: FILE:LINE
+             "",  # blank lines are no documents
+             json.dumps({"id": 3, "text": "Zürich — naïve café 東京 \U0001F600. " + SENTENCES[3]}, ensure_ascii=False),
+             json.dumps({"text": "Line\u2028separator inside. " + SENTENCES[4]}, ensure_ascii=False),  # no id
+             "   \t",
+             "{not json",
+             "[1, 2]",  # not an object
+             json.dumps({"id": "doc-a", "body": "no text field"}),
+             json.dumps({"id": "doc-b", "text": 42}),
+             json.dumps({"id": 2.5, "text": SENTENCES[5]}),
+             json.dumps({"id": True, "text": SENTENCES[1]}),
+             json.dumps({"id": 7, "text": "x" * 3000}),  # over --max-bytes
+             json.dumps({"id": 8, "text": ""}),
+             json.dumps({"id": "doc-c", "text": SENTENCES[0] + " " + SENTENCES[5]})]
+    (tmp_path / "a.jsonl").write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b'{"id": 9, "text": "caf\xe9"}\n')
+    (tmp_path / "b.jsonl").write_text(json.dumps({"id": "x", "text": SENTENCES[2]}) + "\n" +
+                                      json.dumps({"id": 10, "text": SENTENCES[3]}), encoding="utf-8")  # no final newline
+    common = ["a.jsonl", "b.jsonl", "--format", "jsonl", "--model", model_dir, "--backend", "torch",
+              "--docs-per-batch", "3", "--max-bytes", "2000", "--quiet"]
+    assert main(["segment", *common, "--out", "local.jsonl"]) == 1
+    local_err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("headseg:")]
+    assert main(["segment", *common, "--out", "ray.jsonl", "--engine", "ray", "--workers", "2"]) == 1
+    ray_err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("headseg:")]
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert ray_err == local_err
+    # split at newlines only: str.splitlines would split the U+2028 inside a record's text too
+    records = [json.loads(x) for x in (tmp_path / "local.jsonl").read_text(encoding="utf-8").split("\n") if x]
+    assert list(dict.fromkeys(r["document"] for r in records)) == \
+        ["1", "a.jsonl:2", "3", "a.jsonl:5", "2.5", "True", "doc-c", "x", "10"]
+    assert "".join(r["text"] for r in records if r["document"] == "a.jsonl:5").startswith("Line\u2028separator")
+    assert local_err == [
+        "headseg: error: a.jsonl:7: not valid JSON (Expecting property name enclosed in double quotes)",
+        "headseg: error: a.jsonl:8: a JSONL record must be a JSON object",
+        "headseg: error: doc-a: field 'text' is missing",
+        "headseg: error: doc-b: field 'text' is of type int, not a string",
+        "headseg: error: a.jsonl:13: line is over the limit of 2,000 bytes (raise it with --max-bytes)",
+        "headseg: error: a.jsonl:16: not valid utf-8 at byte 22; pass --encoding (e.g. latin-1) if it is text"]
+
+
+def test_ray_jsonl_reader_gives_the_local_engines_lines_in_pieces(tmp_path, monkeypatch):
+    """The reading task (no Ray needed to call it): a local path and its file:// URI give the lines the local
+    engine reads, numbered as it numbers them, in pieces of at most LINES_PER_PIECE; a missing file is one line."""
+    import io
+
+    import pyarrow as pa
+
+    from headseg.analysis.errors import InputError
+    from headseg.cli import segment_ray
+    from headseg.cli.inputs import jsonl_lines
+
+    data = b'{"id": 1}\n\n  \n' + b'{"text": "x"}\n' * 4 + b'"' + b"y" * 50 + b'"\n{"last": 1}'
+    (tmp_path / "c.jsonl").write_bytes(data)
+    monkeypatch.setattr(segment_ray, "LINES_PER_PIECE", 2)
+    expected = [(f"c.jsonl:{n}", raw) for n, raw in jsonl_lines(io.BytesIO(data), 20)]
+    assert [w for w, _ in expected] == ["c.jsonl:1", "c.jsonl:4", "c.jsonl:5", "c.jsonl:6", "c.jsonl:7",
+                                        "c.jsonl:8", "c.jsonl:9"]
+    assert expected[5][1] is None  # over max_bytes: skipped unread
+    for path in (str(tmp_path / "c.jsonl"), (tmp_path / "c.jsonl").as_uri()):
+        files = pa.table({"path": [path], "name": ["c.jsonl"]})
+        pieces = list(segment_ray._read_lines(files, max_bytes=20))
+        assert [p.num_rows for p in pieces] == [2, 2, 2, 1]
+        assert [(r["where"], r["line"]) for p in pieces for r in p.to_pylist()] == expected
+    with pytest.raises(InputError, match=r"^gone.jsonl: cannot read \(No such file"):
+        list(segment_ray._read_lines(pa.table({"path": [str(tmp_path / "gone.jsonl")], "name": ["gone.jsonl"]}), 20))
