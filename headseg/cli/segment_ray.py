@@ -34,7 +34,7 @@ def segment_corpus_ray(args, options: SegmentOptions, sources: list[Source], fai
     """``headseg segment --engine ray`` with ``options`` (validated by the command); returns the exit code
     (1 if any document failed, counting the ``failed`` inputs already reported)."""
     check_corpus(sources)
-    with ray_session(args.address), _ray_data_settings(args.quiet):
+    with ray_session(args.address, quiet=args.quiet), _ray_data_settings(args.quiet):
         return _run(args, options, sources, failed)
 
 
@@ -76,7 +76,8 @@ def _ray_data_settings(quiet: bool) -> Iterator[None]:
     log = logging.getLogger("ray.data")
     ctx = ray.data.DataContext.get_current()
     saved = (log.level, ctx.execution_options.preserve_order, ctx.enable_progress_bars)
-    log.setLevel(logging.WARNING)  # Ray Data's progress log is noise on stderr
+    # Ray Data's progress log is noise on stderr; under --quiet so is its "Progress bars disabled" warning
+    log.setLevel(logging.ERROR if quiet else logging.WARNING)
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = not quiet
     try:
