@@ -1,7 +1,8 @@
 """Segmentation on a Ray cluster (the ``ray`` extra): :class:`SegmentActor`.
 
-``ray.data`` reads the Parquet corpus in blocks (or the lines of the JSONL
-corpus, which the actors parse with the local engine's
+A reading task per file streams the documents of a Parquet corpus (read by
+the local engine's own reader, ids and errors included) or the lines of a JSONL
+corpus (which the actors parse with the local engine's
 :func:`~.stream.jsonl_document`), and ``map_batches`` sends batches of
 documents to a pool of actors, each holding one
 :class:`~headseg.segmenter.api.Segmenter` built once from the model *path* and
@@ -24,7 +25,7 @@ from typing import Any, Mapping
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import RECORD_FIELDS
 
-from .stream import jsonl_document, not_text
+from .stream import jsonl_document
 
 
 class SegmentActor:
@@ -37,7 +38,9 @@ class SegmentActor:
         with, or its fields as a mapping (validated here, on the worker).  ``jsonl``: ``encoding`` and
         ``max_bytes`` when the batches are the lines of a JSONL corpus (columns ``where``, ``FILE:LINE``,
         and ``line``, its bytes or None when over ``max_bytes``), parsed here as the local engine parses them
-        (:func:`~.stream.jsonl_document`); None when they are records (columns ``text_field``, ``id_field``)."""
+        (:func:`~.stream.jsonl_document`); None when they are documents already read (columns ``document``,
+        the id; ``text``; ``error``, why the document is unusable, else None), as the Ray engine reads a
+        Parquet corpus with the local engine's reader."""
         if threads and backend == "torch":
             import torch
 
@@ -53,11 +56,11 @@ class SegmentActor:
         self.jsonl = None if jsonl is None else (jsonl["encoding"], int(jsonl["max_bytes"]))
 
     def __call__(self, batch: Any) -> dict:
-        """Segment one batch (JSONL lines, or records with columns ``text_field``, ``id_field``; a pyarrow
-        table or a dict of columns) into record columns plus ``error``."""
+        """Segment one batch (JSONL lines, or documents with columns ``document``, ``text``, ``error``; a
+        pyarrow table or a dict of columns) into record columns plus ``error``."""
         from headseg.segmenter.api import DocumentError
 
-        items = self._lines(batch) if self.jsonl is not None else self._records(batch)
+        items = self._lines(batch) if self.jsonl is not None else self._documents(batch)
         cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}
         results = self.segmenter.iter_segment([t for _, t in items], self.options, batch_docs=max(len(items), 1),
                                               errors="yield")
@@ -81,30 +84,21 @@ class SegmentActor:
         return [jsonl_document(raw, where, encoding, max_bytes, self.text_field, self.id_field)
                 for where, raw in zip(_column(batch, "where") or (), _column(batch, "line") or ())]
 
-    def _records(self, batch: Any) -> list[tuple[str | None, Any]]:
-        """``(id, text or error)`` of each record of ``batch``; the Ray engine needs an id in every record."""
-        texts = _column(batch, self.text_field)
-        ids = _column(batch, self.id_field)
-        n = max(len(texts or ()), len(ids or ()))
-        texts, ids = texts or [None] * n, ids or [None] * n
-        items: list[tuple[str | None, Any]] = []
-        for doc_id, text in zip(ids, texts):
-            doc_id = None if doc_id is None else str(doc_id)
-            if doc_id is None:
-                items.append((None, InputError(f"the ray engine needs an id field '{self.id_field}' in every record")))
-            elif not isinstance(text, str):
-                items.append((doc_id, not_text(text, self.text_field)))
-            else:
-                items.append((doc_id, text))
-        return items
+    @staticmethod
+    def _documents(batch: Any) -> list[tuple[str, Any]]:
+        """``(id, text or error)`` of each document of ``batch``, read by the local engine's reader."""
+        docs = _column(batch, "document") or []
+        texts = _column(batch, "text") or [None] * len(docs)
+        errors = _column(batch, "error") or [None] * len(docs)
+        return [(doc_id, text if error is None else InputError(error))
+                for doc_id, text, error in zip(docs, texts, errors)]
 
 
 def _column(batch: Any, name: str) -> list | None:
     """Column ``name`` of ``batch`` as Python values (None where the column is missing).
 
-    A pyarrow table is read with ``to_pylist``, as the local engine reads Parquet:
-    numpy batches turn an integer column with a null into floats (id 1 became
-    "1.0", a missing id "nan") and a null text into NaN.
+    A pyarrow table is read with ``to_pylist``: a null stays None (numpy batches
+    turned a null text into NaN and an integer column with a null into floats).
     """
     if hasattr(batch, "column_names"):
         return batch.column(name).to_pylist() if name in batch.column_names else None

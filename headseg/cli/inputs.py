@@ -120,7 +120,7 @@ def iter_documents(sources: list[Source], args) -> Iterator[tuple[int, str, Any]
                 yield n, doc_id, text
                 n += 1
         else:
-            for doc_id, text in _iter_parquet(src.path, args):
+            for doc_id, text in parquet_documents(src.path, args.text_field, args.id_field):
                 yield n, doc_id, text
                 n += 1
 
@@ -163,26 +163,37 @@ def _bounded_lines(fh, max_bytes: int) -> Iterator[bytes | None]:
         yield line
 
 
-def _iter_parquet(path: str, args) -> Iterator[tuple[str, Any]]:
+def parquet_documents(path: str, text_field: str, id_field: str, name: str | None = None,
+                      batch_rows: int = 1024) -> Iterator[tuple[str, Any]]:
+    """``(id, text)`` of every row of the Parquet file at ``path`` (a local path, or a URI pyarrow opens),
+    read ``batch_rows`` rows at a time (memory is bounded by the batch, not the file).
+
+    ``name`` (default ``path``) names the file: a record without an id (a null, or no ``id_field``
+    column) is ``NAME:ROW`` (rows counted from 0), an unreadable file or one without ``text_field`` is a
+    single ``(NAME, InputError)``.  ``text`` is an :class:`InputError` for a record whose text is not a string.
+    The one reading of a Parquet corpus: the local engine and the Ray engine's reading tasks both use it,
+    so both give every record the same id and text (and every bad record the same error).
+    """
     import pyarrow.parquet as pq
 
+    name = path if name is None else name
     try:
         pf = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
-        yield path, InputError(f"not a readable Parquet file ({exc})")
+        yield name, InputError(f"not a readable Parquet file ({exc})")
         return
     names = pf.schema_arrow.names
-    if args.text_field not in names:
-        yield path, InputError(f"Parquet file has no column '{args.text_field}'")
+    if text_field not in names:
+        yield name, InputError(f"Parquet file has no column '{text_field}'")
         return
-    cols = [args.text_field] + ([args.id_field] if args.id_field in names else [])
+    cols = [text_field] + ([id_field] if id_field in names else [])
     row = 0
-    for batch in pf.iter_batches(batch_size=1024, columns=cols):
-        texts = batch.column(args.text_field).to_pylist()
-        ids = batch.column(args.id_field).to_pylist() if args.id_field in names else [None] * len(texts)
+    for batch in pf.iter_batches(batch_size=batch_rows, columns=cols):
+        texts = batch.column(text_field).to_pylist()
+        ids = batch.column(id_field).to_pylist() if id_field in names else [None] * len(texts)
         for doc_id, text in zip(ids, texts):
-            where = f"{path}:{row}"
+            where = f"{name}:{row}"
             row += 1
             if not isinstance(text, str):
-                text = not_text(text, args.text_field)
+                text = not_text(text, text_field)
             yield (where if doc_id is None else str(doc_id)), text

@@ -1,8 +1,9 @@
 """``headseg segment --engine ray``: the corpus through a pool of Ray actors (:mod:`headseg.segmenter.distributed`).
 
-Ray Data reads the Parquet corpus, or the lines of the JSONL corpus (read
-here, parsed in the actors by the local engine's own
-:func:`~headseg.segmenter.stream.jsonl_document`); each actor segments its batches
+A reading task per file streams the documents of a Parquet file (read with the
+local engine's own :func:`~.inputs.parquet_documents`: the same ids, texts and
+errors), or the lines of a JSONL file (parsed in the actors by the local
+engine's own :func:`~headseg.segmenter.stream.jsonl_document`); each actor segments its batches
 with the command's :class:`SegmentOptions` and sends back record rows, which
 come to this process in input order and go to the same :class:`~.sinks.Sink`
 as the local engine's (so the outputs are equal record for record).
@@ -21,12 +22,13 @@ from headseg.analysis.ray import ray_session
 from headseg.segmenter.distributed import SegmentActor
 from headseg.segmenter.options import SegmentOptions
 
-from .inputs import Source, jsonl_lines
+from .inputs import Source, jsonl_lines, parquet_documents
 from .sinks import ParquetSink, Sink, StreamSink, report_failed
 
-#: a reading task hands on the lines of a JSONL file in pieces of at most this many lines ...
+#: a reading task hands on the lines of a JSONL file (the documents of a Parquet file) in pieces of at most
+#: this many lines (documents) ...
 LINES_PER_PIECE = 1024
-#: ... or about this many bytes (a longer line is a piece of its own): memory stays bounded by the piece
+#: ... or about this many bytes (a longer one is a piece of its own): memory stays bounded by the piece
 BYTES_PER_PIECE = 8 << 20
 
 
@@ -88,23 +90,25 @@ def _ray_data_settings(quiet: bool) -> Iterator[None]:
 
 
 def _read_corpus(sources: list[Source], args):
-    """The corpus as a Ray dataset, blocks kept in input order (:func:`_ray_data_settings`): Parquet records,
-    or the non-blank lines of the JSONL files (columns ``where``, ``FILE:LINE``, and ``line``, its bytes)."""
+    """The corpus as a Ray dataset, blocks kept in input order (:func:`_ray_data_settings`): the non-blank
+    lines of the JSONL files (columns ``where``, ``FILE:LINE``, and ``line``, its bytes), or the documents of
+    the Parquet files (columns ``document``, ``text`` and ``error``: :func:`_read_parquet`)."""
     import ray.data
 
     paths = [_located(s.path) for s in sources]
-    # Reading is light; with 0 CPUs reserved it never waits behind the actors,
-    # which hold one CPU each (N workers on N cores would otherwise deadlock).
-    if sources[0].kind == "parquet":
-        return ray.data.read_parquet(paths, num_cpus=0)
-    # Not ray.data.read_json: it reads through Arrow, which turns an integer id column with a null into
-    # floats (id 1 became "1.0") and refuses a column of mixed ids; nor read_text: it reads a file whole,
-    # splits lines at U+2028 and the like, fails a file on one undecodable line and numbers no lines.
-    # One reading task per file streams its lines as the local engine does (jsonl_lines).
+    # One reading task per file streams it as the local engine reads it.  Not ray.data.read_json: it reads
+    # through Arrow, which turns an integer id column with a null into floats (id 1 became "1.0") and
+    # refuses a column of mixed ids; nor read_text: it reads a file whole, splits lines at U+2028 and the
+    # like, fails a file on one undecodable line and numbers no lines.  Not ray.data.read_parquet: it
+    # numbers no rows, so a record without an id could not be FILE:ROW, and it cannot merge an int id
+    # column with another file's string one.
     files = ray.data.from_items([{"path": p, "name": s.path} for p, s in zip(paths, sources)],
                                 override_num_blocks=len(sources))
-    return files.map_batches(_read_lines, fn_kwargs=dict(max_bytes=args.max_bytes), batch_size=1,
-                             batch_format="pyarrow", num_cpus=0)
+    read, kwargs = ((_read_parquet, dict(text_field=args.text_field, id_field=args.id_field))
+                    if sources[0].kind == "parquet" else (_read_lines, dict(max_bytes=args.max_bytes)))
+    # Reading is light; with 0 CPUs reserved it never waits behind the actors,
+    # which hold one CPU each (N workers on N cores would otherwise deadlock).
+    return files.map_batches(read, fn_kwargs=kwargs, batch_size=1, batch_format="pyarrow", num_cpus=0)
 
 
 def _located(path: str) -> str:
@@ -118,23 +122,50 @@ def _read_lines(files, max_bytes: int) -> Iterator:
     ``max_bytes``), a piece at a time."""
     import pyarrow as pa
 
-    def piece(where: list, lines: list):
-        return pa.table({"where": pa.array(where, pa.string()), "line": pa.array(lines, pa.binary())})
-
-    for path, name in zip(files.column("path").to_pylist(), files.column("name").to_pylist()):
-        where: list[str] = []
-        lines: list[bytes | None] = []
-        size = 0
+    for path, name in _files(files):
         with _open_binary(path, name) as fh:
-            for line_no, raw in jsonl_lines(fh, max_bytes):
-                where.append(f"{name}:{line_no}")
-                lines.append(raw)
-                size += len(raw or b"")
-                if len(lines) >= LINES_PER_PIECE or size >= BYTES_PER_PIECE:
-                    yield piece(where, lines)
-                    where, lines, size = [], [], 0
-        if lines:
-            yield piece(where, lines)
+            rows = ((f"{name}:{line_no}", raw) for line_no, raw in jsonl_lines(fh, max_bytes))
+            yield from _pieces(rows, {"where": pa.string(), "line": pa.binary()})
+
+
+def _read_parquet(files, text_field: str, id_field: str) -> Iterator:
+    """The documents of each Parquet file of ``files`` (a pyarrow table of ``path``, ``name``), read batch by
+    batch by the local engine's :func:`~.inputs.parquet_documents`, as pyarrow tables of ``document`` (its
+    id: the record's, or ``NAME:ROW``), ``text`` and ``error`` (the reason a record is unusable, else None),
+    a piece at a time.  Every column is a string whatever the files' column types, so the pieces of files
+    with int ids, string ids or no id column go into one batch."""
+    import pyarrow as pa
+
+    for path, name in _files(files):
+        rows = ((doc_id, text, None) if isinstance(text, str) else (doc_id, None, str(text))
+                for doc_id, text in parquet_documents(path, text_field, id_field, name=name))
+        yield from _pieces(rows, {"document": pa.string(), "text": pa.string(), "error": pa.string()})
+
+
+def _files(files) -> Iterator[tuple[str, str]]:
+    """``(path, name)`` of each file of a reading task's batch ``files``."""
+    return zip(files.column("path").to_pylist(), files.column("name").to_pylist())
+
+
+def _pieces(rows: Iterator[tuple], schema: dict) -> Iterator:
+    """``rows`` (tuples of the ``schema``'s columns, in its order) as pyarrow tables of at most
+    :data:`LINES_PER_PIECE` rows or about :data:`BYTES_PER_PIECE` bytes."""
+    import pyarrow as pa
+
+    def piece(columns: list[list]):
+        return pa.table({k: pa.array(col, t) for (k, t), col in zip(schema.items(), columns)})
+
+    columns: list[list] = [[] for _ in schema]
+    size = 0
+    for row in rows:
+        for col, value in zip(columns, row):
+            col.append(value)
+        size += sum(len(v) for v in row if isinstance(v, (str, bytes)))
+        if len(columns[0]) >= LINES_PER_PIECE or size >= BYTES_PER_PIECE:
+            yield piece(columns)
+            columns, size = [[] for _ in schema], 0
+    if columns[0]:
+        yield piece(columns)
 
 
 def _open_binary(path: str, name: str):
@@ -153,7 +184,7 @@ def _open_binary(path: str, name: str):
 
 
 def _segmented(ds, args, options: SegmentOptions, jsonl: bool):
-    """``ds`` (``jsonl``: lines of JSONL files) mapped through a pool of :class:`SegmentActor`: record rows,
+    """``ds`` (``jsonl``: lines of JSONL files, else documents of Parquet files) mapped through a pool of :class:`SegmentActor`: record rows,
     with an ``error`` column."""
     import ray.data
 
