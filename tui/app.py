@@ -113,6 +113,11 @@ class HeadsegApp(App):
         """The matrix pane."""
         return self.query_one("#matrix", MatrixView)
 
+    def _panes_shown(self) -> bool:
+        """Whether the panes exist: a worker's result or a pane's message that arrives while the app
+        closes finds them removed, and has nothing left to update."""
+        return bool(self.query("#matrix"))
+
     @property
     def grid(self) -> HeadGrid:
         """The layer × head grid."""
@@ -146,6 +151,8 @@ class HeadsegApp(App):
         self.call_from_thread(self._segmentation_ready, seg, warning)
 
     def _document_ready(self, prepared: PreparedDocument) -> None:
+        if not self._panes_shown():
+            return
         doc = prepared.doc
         self.doc = doc
         self.stats = prepared.stats
@@ -173,6 +180,8 @@ class HeadsegApp(App):
         self.update_view()
 
     def _segmentation_ready(self, seg: MarkedSpans, warning: str) -> None:
+        if not self._panes_shown():
+            return
         self.segmentation = seg
         if warning:
             self.notify(warning, severity="warning")
@@ -180,6 +189,8 @@ class HeadsegApp(App):
             self.update_view()
 
     def _load_failed(self, message: str) -> None:
+        if not self._panes_shown():
+            return
         self.status = "error"
         self.message = message
         self.matrix_view.loading = False
@@ -290,6 +301,8 @@ class HeadsegApp(App):
         self.call_from_thread(self._window_ready, index)
 
     def _window_ready(self, index: int) -> None:
+        if not self._panes_shown():
+            return
         if index != self.window_index:
             return
         if self._pending_row is not None:
@@ -300,14 +313,14 @@ class HeadsegApp(App):
 
     def on_matrix_view_cursor_moved(self, message: MatrixView.CursorMoved) -> None:
         """Follow the matrix cursor in the cursor line and the document."""
-        if self.doc is not None and self.matrix_view.matrix is not None:
+        if self.doc is not None and self._panes_shown() and self.matrix_view.matrix is not None:
             self._update_info()
             self._update_document()
 
     def on_matrix_view_drawn(self, message: MatrixView.Drawn) -> None:
         # The title says how the matrix was pooled, which depends on the pane size.
         """Retitle after a redraw."""
-        if self.doc is not None and self.matrix_view.matrix is not None:
+        if self.doc is not None and self._panes_shown() and self.matrix_view.matrix is not None:
             self._update_titles()
             self._update_info()
 

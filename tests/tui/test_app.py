@@ -33,6 +33,16 @@ async def settle(pilot) -> None:
             break
 
 
+async def until(pilot, condition, rounds: int = 50) -> bool:
+    """Whether ``condition()`` holds within ``rounds`` pauses.  The matrix pane retitles itself when its
+    Drawn message is handled, which can come a pause after the draw that set its layout."""
+    for _ in range(rounds):
+        if condition():
+            return True
+        await pilot.pause()
+    return condition()
+
+
 async def press(pilot, *keys: str) -> None:
     for k in keys:
         await pilot.press(k)
@@ -374,9 +384,10 @@ def test_pooling_toggle_in_a_small_terminal():
     async def script(pilot):
         mv = app.matrix_view
         assert mv.layout_.pooled and mv.pooling == "max"
-        assert "max-pooled" in mv.border_subtitle
+        assert await until(pilot, lambda: "max-pooled" in mv.border_subtitle), mv.border_subtitle
         await press(pilot, "m")
-        assert mv.pooling == "mean" and "mean-pooled" in mv.border_subtitle
+        assert mv.pooling == "mean"
+        assert await until(pilot, lambda: "mean-pooled" in mv.border_subtitle), mv.border_subtitle
 
     drive(app, script, size=(80, 24))
 
@@ -487,6 +498,7 @@ def test_matrix_is_drawn_at_full_size_after_a_slow_load():
         mv = app.matrix_view
         assert mv.layout_.bins == 32 and not mv.layout_.pooled
         assert sum(len(s.text) for s in mv.render_line(0) if s.text.startswith("▀")) == 32
-        assert "32×32 ·" in mv.border_subtitle
+        assert await until(pilot, lambda: "32×32 ·" in mv.border_subtitle), mv.border_subtitle
 
     drive(app, script)
+
