@@ -17,6 +17,7 @@ import time
 from ..errors import InputError
 from ..model import load_model
 from ..ray import ray_session
+from .corpus import CorpusDocument
 from .runner import Study, StudyConfig
 from .stats import StudyAccumulator
 
@@ -48,18 +49,21 @@ def shard_ranges(n: int, shards: int) -> list[tuple[int, int]]:
 
 
 def run_study_ray(cfg: StudyConfig, model: str | None, loaded=None, shards: int | None = None,
-                  address: str | None = None, num_cpus: int | None = None, threads: int | None = 1) -> dict:
+                  address: str | None = None, num_cpus: int | None = None, threads: int | None = 1,
+                  docs: list[CorpusDocument] | None = None) -> dict:
     """The study with its batches sharded over Ray tasks, merged on the driver; returns the report.
 
     ``model`` is what each worker loads (a path, a cached hub id, or None for the
     embedded model); ``loaded`` the driver's copy (loaded from ``model`` if None).
     ``shards`` defaults to the cluster's CPUs; ``address``/``num_cpus`` go to
     :func:`~headseg.analysis.ray.ray_session` (a Ray started there is shut down
-    after); ``threads`` is each worker's torch intra-op thread count.
+    after); ``threads`` is each worker's torch intra-op thread count; ``docs``
+    the corpus already read on the driver (None: read here; each worker reads
+    its own).
     """
     if cfg.resume:
         raise InputError("--resume is for a single-process study; a Ray study reruns its shards")
-    study = Study(cfg, loaded if loaded is not None else load_model(model))
+    study = Study(cfg, loaded if loaded is not None else load_model(model), docs)
     with ray_session(address, num_cpus, quiet=cfg.quiet) as ray:
         return _run_shards(ray, study, cfg, model, shards, threads)
 

@@ -69,12 +69,13 @@ def run(args) -> int:
 
 
 def _study(args, cfg: StudyConfig, docs: list[CorpusDocument]) -> int:
-    """:func:`run` once ``--out`` is locked; ``docs`` the corpus, read (the Ray engine's shards read their own)."""
+    """:func:`run` once ``--out`` is locked; ``docs`` the corpus, read (the Ray engine's workers read their own)."""
     loaded = load_model(args.model)
     if args.engine == "ray":
         from headseg.analysis.study.distributed import run_study_ray
 
-        report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address)
+        report = run_study_ray(cfg, model=args.model, loaded=loaded, shards=args.workers, address=args.address,
+                               docs=docs)
     elif args.report_only:
         cfg.resume = True
         report = Study(cfg, loaded, docs).report_from_checkpoint()
