@@ -33,7 +33,8 @@ class HeadActivations:
     * ``z [B, N, T, d]`` per-head context vectors (float32);
     * ``attention_mask [B, T]`` True for real tokens, False for padding;
     * ``attn [B, N, T, T]`` attention probabilities, or None;
-    * ``fnorm [B, N, T]`` ``‖f_h(x_j)‖`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, or None.
+    * ``fnorm [B, N, T]`` ``‖f_h(x_j)‖`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, or None;
+    * ``hidden [B, T, hidden]`` the encoder's last hidden states (its output), or None.
 
     ``acts[layer, head]`` gives ``z[:, n]`` for that head, TransformerLens-style.
     """
@@ -43,6 +44,7 @@ class HeadActivations:
     attention_mask: np.ndarray
     attn: np.ndarray | None = None
     fnorm: np.ndarray | None = None
+    hidden: np.ndarray | None = None
 
     def index(self, layer: int, head: int) -> int:
         """Position of head ``(layer, head)`` on the ``N`` axis; :class:`HeadsegError` if it was not captured."""
@@ -68,6 +70,7 @@ class HeadActivations:
             attention_mask=self.attention_mask[b : b + 1, :t],
             attn=None if self.attn is None else self.attn[b : b + 1, :, :t, :t],
             fnorm=None if self.fnorm is None else self.fnorm[b : b + 1, :, :t],
+            hidden=None if self.hidden is None else self.hidden[b : b + 1, :t],
         )
 
     def grid(self, b: int, num_layers: int, num_heads: int) -> np.ndarray:
@@ -102,8 +105,10 @@ class CaptureBackend(Protocol):
         heads: Iterable[Sequence[int]] | None = None,
         attention: bool = False,
         norms: bool = False,
+        hidden: bool = False,
     ) -> HeadActivations:
-        """``HeadActivations`` of ``heads`` (default: every head the backend serves) for ``windows``."""
+        """``HeadActivations`` of ``heads`` (default: every head the backend serves) for ``windows``;
+        ``hidden=True`` adds the last hidden states."""
         ...
 
 
@@ -248,8 +253,12 @@ class TorchBackend:
         heads: Iterable[Sequence[int]] | None = None,
         attention: bool = False,
         norms: bool = False,
+        hidden: bool = False,
     ) -> HeadActivations:
         """Run one batch of windows and capture the selected heads (default: every head).
+
+        ``hidden=True`` runs the whole encoder and adds its last hidden states;
+        otherwise the pass stops after the deepest selected layer.
 
         Padding is honoured: padded keys get zero attention, so the unpadded
         part of every output is what the window alone would give.
@@ -264,9 +273,11 @@ class TorchBackend:
         ids, mask = pad_batch(windows, 0 if pad_id is None else pad_id)
         store: dict = {}
         values: dict | None = {} if norms else None
-        with torch.inference_mode(), attention_hooks(self.loaded, layers, store, stop_after=layers[-1], values=values):
+        out = None
+        with torch.inference_mode(), attention_hooks(self.loaded, layers, store, stop_after=None if hidden else layers[-1],
+                                                     values=values):
             try:
-                self.model(
+                out = self.model(
                     input_ids=torch.from_numpy(ids).to(self.device),
                     attention_mask=torch.from_numpy(mask.astype(np.int64)).to(self.device),
                     output_attentions=attention,
@@ -300,7 +311,10 @@ class TorchBackend:
         # Padded query rows carry garbage from the model; zero them so that
         # nothing downstream can pick them up by accident.
         z *= mask[:, None, :, None]
-        return HeadActivations(heads=sel, z=z, attention_mask=mask, attn=attn, fnorm=fnorm)
+        last = None
+        if hidden:
+            last = out.last_hidden_state.float().cpu().numpy() * mask[:, :, None]
+        return HeadActivations(heads=sel, z=z, attention_mask=mask, attn=attn, fnorm=fnorm, hidden=last)
 
     def _value_norms(self, layer: int, x, v=None):
         """``‖f_h(x_j)‖ [B, H, T]`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, for layer input ``x``.

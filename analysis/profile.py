@@ -47,6 +47,13 @@ class HeadProfile:
     #: weight); ``heads`` serve unit detection.
     topic_heads: list[tuple[int, int]] | None = None
     topic_weights: list[float] | None = None
+    #: share (0 <= share < 1) of each topic unit vector's squared length given to the
+    #: model's own output embedding, the unit's last hidden states mean-pooled; the
+    #: heads keep the rest.  0 (the default) reads the heads alone and lets an export
+    #: stop at the deepest head.  The shipped profile of the embedded model, whose
+    #: output was trained for sentence similarity, sets 0.4 (docs/segmenter.md,
+    #: *The model's own embedding beside the heads*).
+    topic_output_weight: float = 0.0
 
     def __post_init__(self):
         self.heads = [(int(l), int(h)) for l, h in self.heads]
@@ -60,6 +67,13 @@ class HeadProfile:
             if len(self.topic_weights) != len(self.topic_heads):
                 raise ProfileError("a head profile needs one topic weight per topic head")
         self.weights = [float(w) for w in self.weights]
+        try:
+            self.topic_output_weight = float(self.topic_output_weight)
+        except (TypeError, ValueError):
+            raise ProfileError(f"topic_output_weight must be a number (got {self.topic_output_weight!r})") from None
+        if not 0.0 <= self.topic_output_weight < 1.0:
+            # 1 would leave the topic heads no say (and NaN compares false to everything)
+            raise ProfileError(f"topic_output_weight must be at least 0 and below 1 (got {self.topic_output_weight})")
         self.scores = [float(s) for s in self.scores] if self.scores else [0.0] * len(self.heads)
         if not self.heads:
             raise ProfileError("a head profile needs at least one head")
@@ -102,6 +116,12 @@ class HeadProfile:
         """The deepest layer of any head read with this profile: an export keeps the encoder up to it."""
         return max(l for l, _ in self.capture_heads)
 
+    @property
+    def needs_output(self) -> bool:
+        """Whether a segmenter reads the model's last hidden states (``topic_output_weight > 0``):
+        then an export keeps the whole encoder."""
+        return self.topic_output_weight > 0
+
     def to_dict(self) -> dict:
         """The ``heads.json`` form (what :meth:`from_dict` reads)."""
         return {
@@ -120,6 +140,7 @@ class HeadProfile:
             "corpus": self.corpus,
             "parameters": self.parameters,
             "statistics": self.statistics,
+            **({"topic_output_weight": self.topic_output_weight} if self.topic_output_weight else {}),
         }
 
     @classmethod
@@ -145,6 +166,7 @@ class HeadProfile:
                 version=version,
                 topic_heads=None if topic is None else [(int(x["layer"]), int(x["head"])) for x in topic],
                 topic_weights=None if topic is None else [float(x.get("weight", 1.0)) for x in topic],
+                topic_output_weight=d.get("topic_output_weight", 0.0),
             )
         except ProfileError:
             raise
@@ -175,6 +197,9 @@ class HeadProfile:
         if self.topic_heads is not None or (self.num_layers and self.num_heads):
             # the default selection too: an artifact exported for another default lacks heads
             key["topic"] = list(self.topic_selection())
+        if self.topic_output_weight:
+            # left out at 0, so that the artifacts of profiles written before it keep their key
+            key["output"] = self.topic_output_weight
         key = json.dumps(key, sort_keys=True)
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 

@@ -5,7 +5,8 @@ script runs the real pipeline up to the vectors (``Segmenter.units`` then
 ``Segmenter.unit_vectors``, the same calls ``segment`` makes) and stores, per data
 set, one ``.npz`` under ``--out`` (default ``runs/topic_cache``, git-ignored) with
 each document's vectors, its unit starts, the reference unit starts and
-boundaries.  ``benchmarks/topic_sweep.py`` reads them.
+boundaries, the topic heads and the profile's output share (the model's own
+embedding's columns follow the heads' when it is above 0).  ``benchmarks/topic_sweep.py`` reads them.
 
     python benchmarks/topic_cache.py --threads 1            # every dev document
     python benchmarks/topic_cache.py --datasets choi/3 --limit 20
@@ -67,6 +68,9 @@ def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int
         print(f"  {path.name}: {len(ids)}/{len(docs)}", file=sys.stderr, flush=True)
     arrays["ids"] = np.asarray(ids)
     arrays["heads"] = np.asarray(seg.topic_heads, np.int64)
+    # the share of the model's own embedding, appended after the heads' columns (0: none)
+    arrays["output_weight"] = np.asarray([seg.profile.topic_output_weight])
+    arrays["head_dim"] = np.asarray([seg.loaded.info.head_dim])
     atomic_save_npz(out, **arrays)
     return len(ids)
 

@@ -70,18 +70,32 @@ def _load(cache: str, data_root: str, limit: int | None) -> None:
                 raise SystemExit(f"{p} missing: run benchmarks/topic_cache.py --datasets {n}")
             docs = load_cache(p, limit, Path(data_root) / dict(DATASETS)[n])
             with np.load(p, allow_pickle=False) as z:
-                first = np.repeat(z["heads"][:, 0] == 0, docs[0]["x"].shape[1] // len(z["heads"]))
+                heads = z["heads"]
+                share = float(z["output_weight"][0]) if "output_weight" in z.files else 0.0
+                head_dim = int(z["head_dim"][0]) if "head_dim" in z.files else docs[0]["x"].shape[1] // len(heads)
+            # a head's columns are head_dim wide; the model's own embedding's, if any, follow
+            width = head_dim * len(heads)
+            first = np.zeros(docs[0]["x"].shape[1], bool)
+            first[:width] = np.repeat(heads[:, 0] == 0, head_dim)
             for d in docs:
-                d["first"] = first
+                d["first"], d["width"], d["output"] = first, width, share
             _DATA[n] = docs
 
 
-def _vectors(d: dict, layer0: float | None) -> np.ndarray:
-    """The cached unit vectors, the first layer's heads reweighted to ``layer0`` (None: as cached)."""
-    if layer0 is None or layer0 == SHIPPED_LAYER0:
+def _vectors(d: dict, layer0: float | None, output: float | None = None) -> np.ndarray:
+    """The cached unit vectors, the first layer's heads reweighted to ``layer0`` and the model's own
+    embedding to a share ``output`` of the squared length (None: as cached; 0 drops its columns)."""
+    if (layer0 is None or layer0 == SHIPPED_LAYER0) and (output is None or output == d["output"]):
         return d["x"]
     x = d["x"].copy()
-    x[:, d["first"]] *= np.sqrt(layer0 / SHIPPED_LAYER0)
+    if layer0 is not None and layer0 != SHIPPED_LAYER0:
+        x[:, d["first"]] *= np.sqrt(layer0 / SHIPPED_LAYER0)
+    if output is not None and output != d["output"]:
+        if d["output"] <= 0 and output > 0:
+            raise SystemExit("output=W needs a cache written with an output share above 0")
+        x[:, : d["width"]] *= np.sqrt((1 - output) / (1 - d["output"]))
+        x = x[:, : d["width"]] if output <= 0 else np.hstack(
+            [x[:, : d["width"]], x[:, d["width"]:] * np.sqrt(output / d["output"])])
     return x
 
 
@@ -91,12 +105,13 @@ def doc_pks(params_dict: dict) -> dict[str, np.ndarray]:
 
     params_dict = dict(params_dict)
     layer0 = params_dict.pop("layer0", None)
+    output = params_dict.pop("output", None)
     params = TopicParams(**params_dict)
     out = {}
     for n, docs in _DATA.items():
         pks = []
         for d in docs:
-            cuts = topic_cuts(_vectors(d, layer0), params, unit_tokens=unit_tokens(d), lines=unit_lines(d),
+            cuts = topic_cuts(_vectors(d, layer0, output), params, unit_tokens=unit_tokens(d), lines=unit_lines(d),
                               headings=unit_headings(d, params))
             pks.append(score(d, cuts)[0])
         out[n] = np.asarray(pks)
@@ -144,7 +159,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[],
-                    help="NAME=V1,V2,... over TopicParams fields, or layer0 (first-layer head weight, shipped 0.25)")
+                    help="NAME=V1,V2,... over TopicParams fields, or layer0 (first-layer head weight, shipped 0.25), or output (the share of "
+                         "the model's own embedding; 0 drops it, needs a cache written with one)")
     ap.add_argument("--guard", type=float, default=0.01, help="largest loss allowed on any family")
     ap.add_argument("--set-guard", type=float, default=0.01,
                     help="largest loss allowed on any Choi, lecture or dialseg711 data set")
@@ -159,12 +175,13 @@ def main(argv=None) -> int:
     names, values = [], []
     for spec in args.set:
         name, _, vals = spec.partition("=")
-        if name not in fields and name != "layer0":
+        if name not in fields and name not in ("layer0", "output"):
             raise SystemExit(f"unknown TopicParams field {name}")
         names.append(name)
         values.append([parse_value(v) for v in vals.split(",")])
     defaults = {f.name: f.default for f in dataclasses.fields(TopicParams)}
     defaults["layer0"] = SHIPPED_LAYER0
+    defaults["output"] = None  # as cached: any value given is a design of its own
     # the reference design first; a combination equal to it is run once
     reference = {}
     for part in filter(None, args.reference.split(",")):

@@ -120,10 +120,12 @@ class OnnxBackend:
         heads: Iterable[Sequence[int]] | None = None,
         attention: bool = False,
         norms: bool = False,
+        hidden: bool = False,
     ) -> HeadActivations:
         """Activations of ``heads`` (a subset of the artifact's; default all) for ``windows``.
 
-        Shapes as in :class:`HeadActivations`: ``z [B, N, T, d]`` with T the longest window.
+        Shapes as in :class:`HeadActivations`: ``z [B, N, T, d]`` with T the longest window;
+        ``hidden=True`` adds ``hidden [B, T, hidden]`` (an artifact of the whole encoder only).
         """
         if not windows:
             raise HeadsegError("capture() needs at least one window")
@@ -142,6 +144,11 @@ class OnnxBackend:
                         f"run `headseg export --{name}` to include it"
                     )
                 outputs.append(_OUTPUT_FOR[name])
+        if hidden:
+            if "last_hidden_state" not in self.session.output_names:
+                raise ArtifactError(f"{self.artifact_dir}: the artifact stops at the deepest head and has no last "
+                                    "hidden states; run `headseg export --no-truncate` to include them")
+            outputs.append("last_hidden_state")
         idx = [self.heads.index(h) for h in sel]
         pad_id = self.loaded.tokenizer.pad_token_id or 0
         B, T = len(windows), max(len(w) for w in windows)
@@ -150,6 +157,7 @@ class OnnxBackend:
         mask = np.zeros((B, T), dtype=bool)
         attn = np.zeros((B, N, T, T), dtype=np.float32) if attention else None
         fnorm = np.zeros((B, N, T), dtype=np.float32) if norms else None
+        last = np.zeros((B, T, info.hidden_size), dtype=np.float32) if hidden else None
         order = sorted(range(B), key=lambda i: (len(windows[i]), i))
         if self.per_window:  # padding costs nothing there: plain runs of batch_size
             cuts = [(a, min(a + self.batch_size, B)) for a in range(0, B, self.batch_size)]
@@ -166,4 +174,6 @@ class OnnxBackend:
                     attn[i, :, :t, :t] = res["head_attn"][j][idx]
                 if norms:
                     fnorm[i, :, :t] = res["head_fnorm"][j][idx]
-        return HeadActivations(heads=tuple(sel), z=z, attention_mask=mask, attn=attn, fnorm=fnorm)
+                if hidden:
+                    last[i, : len(windows[i])] = res["last_hidden_state"][j][: len(windows[i])]
+        return HeadActivations(heads=tuple(sel), z=z, attention_mask=mask, attn=attn, fnorm=fnorm, hidden=last)

@@ -269,11 +269,16 @@ def export_artifact(
     already (any other folder only with ``force``, and a file headseg did not
     write is never replaced: :func:`~.artifact.check_out_dir`).  ``exporter``:
     ``"builder"`` (from the weights, no torch) or ``"optimum"`` (the reference).
-    ``owned``: the folder is headseg's own (in the cache), not checked.  While
+    ``owned``: the folder is headseg's own (in the cache), not checked.  ``truncate``
+    (stop the graph after the deepest head) is ignored for a ``profile`` that reads
+    the model's last hidden states (:attr:`~headseg.analysis.profile.HeadProfile.needs_output`).  While
     one export writes ``out_dir``, another is refused (:class:`InputError`, exit 2).
     """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
+    if profile is not None and profile.needs_output:
+        # the profile reads the model's own output embedding: the graph keeps every layer
+        truncate = False
     out = Path(out_dir)
     # Two exports into one folder would move their files in turn (one's manifest over the other's graph):
     # a second writer is refused at once, as for every output of headseg.  The cache's exporters hold

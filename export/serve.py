@@ -208,4 +208,7 @@ def open_for_profile(loaded: LoadedModel, directory: Path, device: str, profile:
         if missing:
             names = ", ".join(f"L{l}H{h}" for l, h in missing)
             raise ArtifactError(f"{directory}: the artifact lacks head(s) {names} of the profile; run `headseg export` again")
+        if profile.needs_output and "last_hidden_state" not in backend.session.output_names:
+            raise ArtifactError(f"{directory}: the profile reads the model's last hidden states and the artifact "
+                                "stops at the deepest head; run `headseg export --no-truncate`")
     return backend

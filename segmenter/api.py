@@ -151,13 +151,17 @@ class Segmenter:
         return find_units(text, self, doc=doc, params=self.unit_params, mode=mode or self.unit_mode,
                           sentence_splitter=splitter)
 
-    def capture(self, windows: Sequence[Window], heads=None) -> HeadActivations:
-        """Context vectors of ``heads`` (default: the unit-detection heads) for a batch of windows."""
-        return self.backend.capture(windows, heads=self.heads if heads is None else heads,
-                                    attention=False, norms=False)
+    def capture(self, windows: Sequence[Window], heads=None, hidden: bool = False) -> HeadActivations:
+        """Context vectors of ``heads`` (default: the unit-detection heads) for a batch of windows;
+        ``hidden=True`` adds the model's last hidden states."""
+        heads = self.heads if heads is None else heads
+        if hidden:
+            return self.backend.capture(windows, heads=heads, attention=False, norms=False, hidden=True)
+        return self.backend.capture(windows, heads=heads, attention=False, norms=False)
 
     def unit_vectors(self, doc: TokenizedText, units: Sequence[tuple[int, int]], progress=None) -> np.ndarray:
-        """``[U, N·d]`` weighted, per-head-normalised unit vectors (each unit encoded alone)."""
+        """``[U, N·d]`` weighted, per-head-normalised unit vectors (each unit encoded alone), with the
+        model's own embedding appended (``[U, N·d + hidden]``) when the profile gives it a share."""
         return self.unit_vectors_many([(doc, units)], progress=progress)[0]
 
     def unit_vectors_many(self, items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]],
@@ -169,7 +173,8 @@ class Segmenter:
         """
         items = [(doc, content_spans(doc.text, units)) for doc, units in items]
         return encode_units(items, self.loaded.tokenizer, self.capture, self.topic_heads, self.topic_weights,
-                            self.batch_size, self.max_tokens, progress=progress)
+                            self.batch_size, self.max_tokens, progress=progress,
+                            output_weight=self.profile.topic_output_weight)
 
     def segment(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None, *,
                 progress=None, **overrides: Any) -> Segmentation:

@@ -148,7 +148,8 @@ class Batcher:
             return self._waiting + sum(now - t0 for t0 in self._wait_since.values())
 
     def capture(self, windows: Sequence[Window], heads: Iterable[Sequence[int]] | None = None,
-                attention: bool = False, norms: bool = False, ticket: Ticket | None = None) -> HeadActivations:
+                attention: bool = False, norms: bool = False, ticket: Ticket | None = None,
+                hidden: bool = False) -> HeadActivations:
         """The backend's ``capture`` for ``windows``, run in shared calls; blocks until done.
 
         ``ticket`` (default: :data:`current_ticket`) lets the caller be cancelled.
@@ -157,7 +158,8 @@ class Batcher:
         if not windows:
             raise HeadsegError("capture() needs at least one window")
         ticket = ticket if ticket is not None else current_ticket.get()
-        key = (None if heads is None else tuple(tuple(int(v) for v in h) for h in heads), bool(attention), bool(norms))
+        key = (None if heads is None else tuple(tuple(int(v) for v in h) for h in heads), bool(attention), bool(norms),
+               bool(hidden))
         job = _Job(windows, key, ticket, rows=[None] * len(windows), remaining=len(windows))
         with self._cv:
             if self._closed:
@@ -252,11 +254,13 @@ class Batcher:
             batch = [(j, i) for j, i in batch if not j.done.is_set()]
             if not batch:
                 continue
-            heads, attention, norms = batch[0][0].key
+            heads, attention, norms, hidden = batch[0][0].key
             windows = [j.windows[i] for j, i in batch]
             t0 = time.perf_counter()
             try:
-                acts = self.backend.capture(windows, heads=heads, attention=attention, norms=norms)
+                # a backend that never reads the model's output need not know the keyword
+                extra = {"hidden": True} if hidden else {}
+                acts = self.backend.capture(windows, heads=heads, attention=attention, norms=norms, **extra)
             except BaseException as exc:  # the callers get the error; the thread serves on
                 for j, _ in batch:
                     j.fail(exc)
@@ -270,7 +274,8 @@ class Batcher:
             for b, (job, i) in enumerate(batch):
                 t = len(windows[b])
                 job.heads = acts.heads
-                job.rows[i] = (_row(acts.z, b, t, 1), _row(acts.attn, b, t, 2), _row(acts.fnorm, b, t, 1))
+                job.rows[i] = (_row(acts.z, b, t, 1), _row(acts.attn, b, t, 2), _row(acts.fnorm, b, t, 1),
+                               None if acts.hidden is None else acts.hidden[b, :t].copy())
                 with self._cv:  # lanes finish windows of one job concurrently
                     job.remaining -= 1
                     last = job.remaining == 0
@@ -312,7 +317,9 @@ def _assemble(job: _Job) -> HeadActivations:
     mask = np.zeros((B, T), dtype=bool)
     attn = np.zeros((B, z0.shape[0], T, T), dtype=np.float32) if job.rows[0][1] is not None else None
     fnorm = np.zeros((B, z0.shape[0], T), dtype=np.float32) if job.rows[0][2] is not None else None
-    for b, (zb, ab, fb) in enumerate(job.rows):
+    h0 = job.rows[0][3]
+    hidden = np.zeros((B, T, h0.shape[1]), dtype=np.float32) if h0 is not None else None
+    for b, (zb, ab, fb, hb) in enumerate(job.rows):
         t = zb.shape[1]
         z[b, :, :t] = zb
         mask[b, :t] = True
@@ -320,7 +327,9 @@ def _assemble(job: _Job) -> HeadActivations:
             attn[b, :, :t, :t] = ab
         if fnorm is not None:
             fnorm[b, :, :t] = fb
-    return HeadActivations(heads=tuple(job.heads), z=z, attention_mask=mask, attn=attn, fnorm=fnorm)
+        if hidden is not None:
+            hidden[b, :t] = hb
+    return HeadActivations(heads=tuple(job.heads), z=z, attention_mask=mask, attn=attn, fnorm=fnorm, hidden=hidden)
 
 
 class BatchedBackend:
@@ -348,6 +357,6 @@ class BatchedBackend:
         return getattr(self.batcher.backend, "precision", None)
 
     def capture(self, windows: Sequence[Window], heads: Iterable[Sequence[int]] | None = None,
-                attention: bool = False, norms: bool = False) -> HeadActivations:
+                attention: bool = False, norms: bool = False, hidden: bool = False) -> HeadActivations:
         """:meth:`Batcher.capture` with the caller's :data:`current_ticket`."""
-        return self.batcher.capture(windows, heads=heads, attention=attention, norms=norms)
+        return self.batcher.capture(windows, heads=heads, attention=attention, norms=norms, hidden=hidden)

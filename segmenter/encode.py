@@ -7,7 +7,12 @@ a boundary needs.  Windows of many documents share the capture batches (less
 padding, fewer calls).  Per unit, each head's context vectors ``z_h`` are
 mean-pooled over the unit's content tokens, normalised per head, weighted by
 ``sqrt(w_h)`` and concatenated, so a dot product of two unit vectors is the
-weighted mean of the heads' cosines.
+weighted mean of the heads' cosines.  With an output share ``s > 0`` (the
+profile's ``topic_output_weight``) the model's last hidden states, pooled
+over every token of the unit's windows (as the model's own sentence embedding
+is pooled), are appended at ``sqrt(s)``, the heads scaled by ``sqrt(1 − s)``:
+the dot product is then ``(1 − s)·(heads' weighted mean cosine) + s·(cosine of
+the model's own embeddings of the two units)``.
 
 Cost: one forward pass over every token once (the capture backend's), plus
 O(U · N · d) for the pooling.
@@ -56,37 +61,60 @@ def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer
     return windows, np.asarray(owner, dtype=np.int64)
 
 
-def pool_units(acts_iter, n_units: int, weights: np.ndarray) -> np.ndarray:
+def _unit_means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per-unit means ``sums [U, ..., D] / counts [U]``, L2-normalised along the last axis (zero stays zero)."""
+    means = sums / np.maximum(counts, 1).reshape((-1,) + (1,) * (sums.ndim - 1))
+    norms = np.linalg.norm(means, axis=-1, keepdims=True)
+    return np.where(norms > 0, means / np.maximum(norms, 1e-12), 0.0)
+
+
+def pool_units(acts_iter, n_units: int, weights: np.ndarray, output_weight: float = 0.0) -> np.ndarray:
     """Mean-pool each head's context vectors over a unit's tokens, normalise per head, weight, concatenate.
 
     ``acts_iter`` yields ``(HeadActivations, owners [B], content_masks [B, T])``.
-    Returns ``[n_units, N·d]``; a unit without tokens gets a zero vector.
+    Returns ``[n_units, N·d]``, or ``[n_units, N·d + hidden]`` with ``output_weight > 0``:
+    the last hidden states (``acts.hidden``) mean-pooled over every token of the
+    unit's windows (special tokens too, as the model's own sentence embedding
+    pools them) and normalised, at ``sqrt(output_weight)``, the heads at ``sqrt(1 − output_weight)``.  A
+    unit without tokens gets a zero vector.
     """
-    sums = None
-    counts = np.zeros(n_units)
+    sums = hidden = None
+    counts, hidden_counts = np.zeros(n_units), np.zeros(n_units)
     for acts, owners, content in acts_iter:
         z = acts.z  # [B, N, T, d]
         if sums is None:
             sums = np.zeros((n_units, z.shape[1], z.shape[3]), dtype=np.float64)
-        pooled = np.einsum("bntd,bt->bnd", z.astype(np.float64), content.astype(np.float64))
-        np.add.at(sums, owners, pooled)
+        np.add.at(sums, owners, np.einsum("bntd,bt->bnd", z.astype(np.float64), content.astype(np.float64)))
         np.add.at(counts, owners, content.sum(axis=1))
+        if output_weight > 0:
+            if acts.hidden is None:
+                raise ProfileError("the profile reads the model's last hidden states; the backend gave none")
+            if hidden is None:
+                hidden = np.zeros((n_units, acts.hidden.shape[2]), dtype=np.float64)
+            # every token of the window, [CLS] and [SEP] too: the output was trained to be
+            # pooled so (sentence-transformers' mean pooling; without them dialseg711 0.2604 -> 0.2631)
+            every = acts.attention_mask.astype(np.float64)
+            np.add.at(hidden, owners, np.einsum("btd,bt->bd", acts.hidden.astype(np.float64), every))
+            np.add.at(hidden_counts, owners, every.sum(axis=1))
     if sums is None:
         return np.zeros((n_units, 0))
-    means = sums / np.maximum(counts, 1)[:, None, None]
-    norms = np.linalg.norm(means, axis=-1, keepdims=True)
-    unit = np.where(norms > 0, means / np.maximum(norms, 1e-12), 0.0)
-    unit = unit * np.sqrt(weights)[None, :, None]
-    return unit.reshape(n_units, -1)
+    unit = _unit_means(sums, counts) * np.sqrt(weights)[None, :, None]
+    unit = unit.reshape(n_units, -1)
+    if output_weight <= 0:
+        return unit
+    return np.hstack([unit * np.sqrt(1.0 - output_weight),
+                      _unit_means(hidden, hidden_counts) * np.sqrt(output_weight)])
+
 
 def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]], tokenizer,
                  capture: Callable[..., HeadActivations], heads: Sequence[Head], weights: np.ndarray,
-                 batch_size: int, max_tokens: int, progress=None) -> list[np.ndarray]:
+                 batch_size: int, max_tokens: int, progress=None, output_weight: float = 0.0) -> list[np.ndarray]:
     """Unit vectors ``[U_i, N·d]`` of each document ``(doc, units)`` in ``items``, encoded in shared batches.
 
-    ``capture(windows, heads=...)`` runs the model (a :class:`Segmenter`'s);
+    ``capture(windows, heads=..., hidden=...)`` runs the model (a :class:`Segmenter`'s);
     ``heads`` and their ``weights [N]`` (aligned, in capture order) are the
-    topic heads; ``max_tokens`` is the window width.  ``progress=True`` shows
+    topic heads; ``max_tokens`` is the window width; ``output_weight`` the
+    share of the model's own embedding (:func:`pool_units`; ``[U_i, N·d + hidden]`` then).  ``progress=True`` shows
     a bar of its own, or pass an open one to update.
     """
     windows, owners, bounds = [], [], [0]
@@ -102,7 +130,7 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
 
     def batches():
         for batch in iter_batches(windows, batch_size):
-            acts = capture(batch, heads=heads)
+            acts = capture(batch, heads=heads, hidden=True) if output_weight > 0 else capture(batch, heads=heads)
             batch_owner = owner[[index[id(w)] for w in batch]]
             content = acts.attention_mask.copy()
             for b, w in enumerate(batch):
@@ -112,7 +140,7 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
             yield acts, batch_owner, content
 
     try:
-        x = pool_units(batches(), bounds[-1], weights)
+        x = pool_units(batches(), bounds[-1], weights, output_weight)
     finally:
         if own_bar:
             bar.close()

@@ -117,10 +117,13 @@ def run(args) -> int:
     out = args.out or cache_target(loaded, phash, precision)
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
+    # a profile that reads the model's own output embedding needs the whole encoder
+    truncate = not (args.no_truncate or profile.needs_output)
     if not args.quiet:
+        last = profile.deepest_layer if truncate else loaded.info.num_layers - 1
         print(f"headseg: exporting {len(heads)} head(s) of {loaded.info.name} "
-              f"(layers 0..{profile.deepest_layer} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
-    kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=not args.no_truncate,
+              f"(layers 0..{last} of {loaded.info.num_layers}) as {precision} ...", file=sys.stderr)
+    kwargs = dict(precision=precision, attention=args.attention, norms=args.norms, truncate=truncate,
                   opset=args.opset, parity_device=device, profile=profile, progress=not args.quiet)
     if args.out:
         m = export_artifact(loaded, heads, phash, out, force=args.force, **kwargs)
@@ -167,7 +170,8 @@ def register(sub) -> None:
     p.add_argument("--attention", action="store_true", help="also output the heads' attention rows [B, N, T, T]")
     p.add_argument("--norms", action="store_true", help="also output the value-vector norms ‖f_h(x)‖ [B, N, T]")
     p.add_argument("--no-truncate", action="store_true",
-                   help="keep every layer in the graph (only to measure what truncation buys)")
+                   help="keep every layer in the graph, with the last hidden states (a profile with a "
+                        "topic_output_weight, as the embedded model's, always does)")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default {DEFAULT_OPSET})")
     options.add_device(p)
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
