@@ -69,9 +69,9 @@ class SegmentOptions:
     #: hard limit in tokens (the model's, or ``token_counter``'s)
     max_tokens: int | None = field(default=None, metadata=_flag(
         "--max-tokens", "hard limit in model tokens", type=int))
-    #: weight of the local correlation length in the cost of a new segment (None: 0.325)
+    #: weight of the local correlation length in the cost of a new segment (None: 0.35)
     penalty: float | None = field(default=None, metadata=_flag(
-        "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.325; "
+        "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.35; "
                      "higher = fewer segments; docs/segmenter.md)", type=float))
     #: soft size target in the same tokens as ``max_tokens``: the search pays for a segment's
     #: distance from it, so segments come out about this size, cut where topics turn

@@ -60,7 +60,8 @@ def test_unit_vectors_of_a_transcript_are_pooled_after_the_labels(seg):
 
     def encode(spans):
         return encode_units([(doc, spans)], seg.loaded.tokenizer, seg.capture, seg.topic_heads,
-                            seg.topic_weights, seg.batch_size, seg.max_tokens)[0]
+                            seg.topic_weights, seg.batch_size, seg.max_tokens,
+                            output_weight=seg.profile.topic_output_weight)[0]
 
     np.testing.assert_allclose(got, encode(content_spans(MEETING, units)), rtol=0, atol=1e-9)
     assert not np.allclose(got, encode(units), atol=1e-3)
