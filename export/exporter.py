@@ -242,6 +242,12 @@ def clean_stale_temporaries(out: str | os.PathLike, now: float | None = None) ->
     return removed
 
 
+def truncates(profile, truncate: bool = True) -> bool:
+    """Whether an export for ``profile`` stops the graph after the deepest head: as ``truncate`` asks,
+    except for a profile that reads the model's own output embedding (the graph then keeps every layer)."""
+    return truncate and not (profile is not None and profile.needs_output)
+
+
 def export_artifact(
     loaded: LoadedModel,
     heads: Sequence[tuple[int, int]],
@@ -276,9 +282,7 @@ def export_artifact(
     """
     if precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
-    if profile is not None and profile.needs_output:
-        # the profile reads the model's own output embedding: the graph keeps every layer
-        truncate = False
+    truncate = truncates(profile, truncate)
     out = Path(out_dir)
     # Two exports into one folder would move their files in turn (one's manifest over the other's graph):
     # a second writer is refused at once, as for every output of headseg.  The cache's exporters hold

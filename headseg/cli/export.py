@@ -12,7 +12,7 @@ from headseg.analysis.profile import HeadProfile, resolve_profile
 
 from headseg.export.artifact import PRECISIONS, check_out_dir
 from headseg.export.builder import check_opset
-from headseg.export.exporter import DEFAULT_OPSET, export_artifact
+from headseg.export.exporter import DEFAULT_OPSET, export_artifact, truncates
 from headseg.export.policy import precision_preference, serving_device
 from headseg.export.runtime import require_cuda
 from headseg.export.serve import cache_target, export_available, write_cached
@@ -117,8 +117,7 @@ def run(args) -> int:
     out = args.out or cache_target(loaded, phash, precision)
     # Unit-detection and topic heads alike: every head the segmenter will ask for.
     heads = profile.capture_heads
-    # a profile that reads the model's own output embedding needs the whole encoder
-    truncate = not (args.no_truncate or profile.needs_output)
+    truncate = truncates(profile, not args.no_truncate)
     if not args.quiet:
         last = profile.deepest_layer if truncate else loaded.info.num_layers - 1
         print(f"headseg: exporting {len(heads)} head(s) of {loaded.info.name} "
