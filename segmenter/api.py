@@ -36,8 +36,7 @@ from headseg.export.serve import artifact_profile
 
 from . import aio
 from .encode import encode_units, sorted_selection, unit_token_ranges
-from .limits import SizeLimits, TokenMeasure, overlap_chunks, split_oversized
-from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, heading_units, starts_same_line
+from .limits import TokenMeasure, overlap_chunks, split_oversized
 from .speakers import content_spans
 from .options import SegmentOptions, check_splitter
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
@@ -271,30 +270,15 @@ class Segmenter:
             d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
 
     def topic_boundaries(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
-                   opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
+                         opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
         """Unit indices that open topic segments 2..m of ``text``, and their boundary strengths.
 
-        ``x [U, D]``: the unit vectors of ``units``; the line groups and headings
-        come from the text, the limits from ``opts``
-        (:func:`~headseg.segmenter.topics.topic_boundaries` does the search).
+        ``x [U, D]``: the unit vectors of ``units``; the search's preparation and the
+        search are :func:`~headseg.segmenter.topics.document_boundaries`'.
         """
         measure = measure or TokenMeasure(text, doc, opts.counter)
         r = unit_token_ranges(doc, units)
-        tokens = r[:, 1] - r[:, 0]
-        same_line = starts_same_line(text, units)
-        own = self.params.heading_tokens
-        if opts.size_target is None:
-            headings, discount = heading_units(text, units, tokens, own, same_line=same_line), None
-        else:
-            # one pass finds the headings of both lengths: the search's own and the discount's longer ones
-            titled = heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
-            headings = titled & (tokens <= own) if own else np.zeros(len(units), dtype=bool)
-            discount = cut_discounts(text, units, tokens, same_line,
-                                     headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS))
-        limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target,
-                               cut_discount=discount)
-        return topics.topic_boundaries(x, self.params, opts.segments, opts.penalty, tokens=tokens,
-                                       same_line=same_line, headings=headings, limits=limits)
+        return topics.document_boundaries(x, text, units, r[:, 1] - r[:, 0], measure, opts, self.params)
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",

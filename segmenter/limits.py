@@ -154,21 +154,15 @@ class SizeLimits:
     fits: Callable[[int, int], bool] | None = None
     #: soft size target in the token column's units (:meth:`length_prior`); None: no target
     target_tokens: float | None = None
-    #: ``[n]``: the fraction of the penalty a cut before item ``i`` saves (a line break, a
-    #: heading: :func:`~headseg.segmenter.lines.cut_discounts`; with a target only,
-    #: :meth:`length_prior`); None: none
-    cut_discount: np.ndarray | None = None
 
     @classmethod
     def of(cls, units: Sequence[tuple[int, int]], measure: "TokenMeasure", max_chars: int | None,
-           min_chars: int | None, max_tokens: int | None, target_tokens: float | None = None,
-           cut_discount=None) -> "SizeLimits | None":
+           min_chars: int | None, max_tokens: int | None, target_tokens: float | None = None
+           ) -> "SizeLimits | None":
         """The limits of ``units`` (character spans), or None when no limit or target is set.
 
         ``target_tokens`` without ``max_tokens`` adds the token column with no cap
         (an infinite limit), so the target is measured like the limit would be.
-        ``cut_discount [U]`` (the fraction of the penalty a cut before unit ``i`` saves) is kept
-        only with a target: :meth:`length_prior` charges it.
         """
         if max_chars is None and max_tokens is None and min_chars is None and target_tokens is None:
             return None
@@ -189,8 +183,7 @@ class SizeLimits:
                 def fits(a: int, b: int) -> bool:
                     return measure.span(units[a][0], units[b - 1][1]) <= max_tokens
         return cls(sizes, None if max_chars is None else float(max_chars),
-                   None if min_chars is None else float(min_chars), token_limit, fits, target,
-                   None if target is None or cut_discount is None else np.asarray(cut_discount, dtype=np.float64))
+                   None if min_chars is None else float(min_chars), token_limit, fits, target)
 
     def length_prior(self, beta: np.ndarray):
         """The size target as an extra cost of each segment, or None without a target.
@@ -198,22 +191,18 @@ class SizeLimits:
         A segment of ``T`` tokens starting at item ``a`` pays ``beta[a] · ((T − target) / target)²``
         (``beta [n + 1]``: the search's per-start penalty): one more segment's price at twice or at
         none of the target, a small fraction of it near the target, so the boundaries still
-        go where the topic turns (docs/segmenter.md has the measurements).  A segment opened
-        at item ``a > 0`` also gets ``beta[a] · cut_discount[a]`` back: a cut at a line break
-        or before a heading is cheaper, so chunks follow paragraphs and sections.
+        go where the topic turns (docs/segmenter.md has the measurements).  Where a cut is
+        cheaper (a line break, a heading) is the structural prior's
+        (:class:`~headseg.segmenter.cuts.CutPrior`), not the target's.
         Returns ``(starts [m], end) -> [m]`` for :func:`~headseg.segmenter.search.partition_penalised`.
         """
         if self.target_tokens is None or self.sizes.ndim != 2:
             return None
         ct = np.concatenate([[0.0], np.cumsum(self.sizes[:, 1])])
         target = float(self.target_tokens)
-        # what opening a segment at item a costs beyond the penalty: minus its discount (the first
-        # segment's start is no cut, so nothing to discount there)
-        start_cost = np.zeros(len(ct)) if self.cut_discount is None else np.append(-self.cut_discount, 0.0)
-        start_cost[0] = 0.0
 
         def prior(a: np.ndarray, b: int) -> np.ndarray:
-            return beta[a] * (np.square((ct[b] - ct[a] - target) / target) + start_cost[a])
+            return beta[a] * np.square((ct[b] - ct[a] - target) / target)
 
         return prior
 
@@ -231,8 +220,7 @@ class SizeLimits:
 
             def fits(a: int, b: int) -> bool:
                 return inner(int(bounds[a]), int(bounds[b]))
-        return replace(self, sizes=np.add.reduceat(self.sizes, first, axis=0), fits=fits,
-                       cut_discount=None if self.cut_discount is None else self.cut_discount[first])
+        return replace(self, sizes=np.add.reduceat(self.sizes, first, axis=0), fits=fits)
 
     def cost(self, x: np.ndarray, max_units: int, weights: np.ndarray | None = None) -> SegmentCost:
         """The search's segment cost over items ``x [n, D]`` under these limits."""

@@ -132,6 +132,9 @@ def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray, extra=No
         i = int(np.argmin(total))
         best[b] = total[i]
         back[b] = a[i]
+    if not np.isfinite(best[n]):
+        # every way through opens a segment where the structure forbids it
+        raise HeadsegError("no feasible segmentation under the size limits and the text's structure")
     return _trace(back, n)
 
 

@@ -23,13 +23,17 @@ Design measurements and sweeps: docs/segmenter.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
-from .limits import SizeLimits, repair_cuts
-from .lines import group_units, line_groups
+from .cuts import CutPrior
+from .options import SegmentOptions
+from .limits import SizeLimits, TokenMeasure, repair_cuts
+from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units, line_groups,
+                    starts_same_line)
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
 
@@ -123,16 +127,19 @@ def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
 
 
 def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, penalty: float | None = None,
-                     tokens=None, prior=None) -> tuple[np.ndarray, object]:
+                     tokens=None, prior=None, cut_prior: CutPrior | None = None) -> tuple[np.ndarray, object]:
     """What a segment costs beyond its scatter: the per-start penalty ``beta [n + 1]`` and ``extra(starts, end)``.
 
     ``beta`` is :func:`boundary_penalty` (raised to the whole document's scatter
-    when the vectors barely differ, ``params.min_spread``); ``extra`` (None when
+    when the vectors barely differ, ``params.min_spread``), plus the structural
+    prior's per-start cost when ``cut_prior`` is given (:meth:`CutPrior.start_cost`:
+    ``−bonus · β``, ``+inf`` where no segment may open); ``extra`` (None when
     there is nothing to add) is the short-segment surcharge when ``tokens [n]``
     (the units' token counts) are given, plus ``prior(beta)``
-    (:meth:`SizeLimits.length_prior`, a size target's cost) when given.  The
-    penalised search minimises scatter + beta + extra (the search for exactly k
-    segments, :func:`exact_k_objective`, the scatter and its own short-segment prior).
+    (:meth:`SizeLimits.length_prior`, a size target's cost) when given; both are
+    charged on ``β`` before the prior.  The penalised search minimises scatter +
+    beta + extra (the search for exactly k segments, :func:`exact_k_objective`,
+    the scatter, the prior and its own short-segment prior).
     """
     beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
     if params.min_spread and len(x) and float(np.square(x - x.mean(axis=0)).sum(axis=1).mean()) < params.min_spread:
@@ -149,24 +156,29 @@ def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pena
     if size is not None:
         short = extra
         extra = size if short is None else (lambda a, b: short(a, b) + size(a, b))
+    if cut_prior is not None:
+        return beta + cut_prior.start_cost(beta), extra
     return beta, extra
 
 
 def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
-                penalty: float | None = None, tokens=None, prior=None) -> list[int]:
+                penalty: float | None = None, tokens=None, prior=None, cut_prior: CutPrior | None = None) -> list[int]:
     """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
 
     The penalised search minimises the scatter plus :func:`search_objective`'s
     per-start penalty and extra cost: ``tokens [n]`` (the units' token counts)
     add the short-segment surcharge (:class:`TopicParams` ``short_surcharge``),
     ``prior``: ``beta -> extra`` (:meth:`SizeLimits.length_prior`) a size
-    target's cost (None: none).  Exactly ``segments`` minimise
-    :func:`exact_k_objective`'s (the scatter and a short-segment prior relative to the mean length).
+    target's cost (None: none), ``cut_prior`` the text's structural prior over the
+    items (:class:`~headseg.segmenter.cuts.CutPrior`).  Exactly ``segments`` minimise
+    :func:`exact_k_objective`'s (the scatter, the structural prior and a short-segment
+    prior relative to the mean length).
     """
     if segments is not None:
-        beta, extra = exact_k_objective(cost, x, params, penalty, tokens, prior, segments=segments)
+        beta, extra = exact_k_objective(cost, x, params, penalty, tokens, prior, segments=segments,
+                                        cut_prior=cut_prior)
         return partition_k(cost, min(segments, cost.n), beta, extra)
-    beta, extra = search_objective(cost, x, params, penalty, tokens, prior)
+    beta, extra = search_objective(cost, x, params, penalty, tokens, prior, cut_prior=cut_prior)
     return partition_penalised(cost, beta, extra=extra)
 
 
@@ -179,11 +191,15 @@ EXACT_K_SHORT_FRACTION = 0.35
 
 
 def exact_k_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, penalty: float | None = None,
-                      tokens=None, prior=None, segments: int | None = None) -> tuple[float, object]:
+                      tokens=None, prior=None, segments: int | None = None,
+                      cut_prior: CutPrior | None = None) -> tuple[float | np.ndarray, object]:
     """What a segment costs beyond its scatter when the number of segments is fixed: a short-segment prior.
 
-    ``(0.0, extra)``: no per-start penalty, and ``extra`` (None without
-    ``tokens [n]`` or ``segments``) is :func:`search_objective`'s short-segment
+    ``(start, extra)``: ``start`` is 0.0 (no per-start penalty), or with a
+    ``cut_prior`` its per-start cost ``[n + 1]`` on the local penalty
+    (:meth:`CutPrior.start_cost`: a bonus is paid and a forbidden start never
+    taken, though no penalty is); ``extra`` (None without ``tokens [n]`` or
+    ``segments``) is :func:`search_objective`'s short-segment
     surcharge ``β(start) · short_surcharge · (1 − T / S)`` on a segment of
     ``T < S`` tokens, where ``S = min(short_tokens, EXACT_K_SHORT_FRACTION ·
     Σ tokens / segments)`` follows the document's known mean segment length.
@@ -194,10 +210,16 @@ def exact_k_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pen
     ``benchmarks/exact_k_objective.py``).  ``prior`` (a size target's cost) is
     not paid: the number of segments already fixes their mean size.
     """
-    if tokens is None or not segments or not params.short_surcharge:
-        return 0.0, None
-    short = min(float(params.short_tokens), EXACT_K_SHORT_FRACTION * float(np.sum(tokens)) / segments)
-    return 0.0, search_objective(cost, x, replace(params, short_tokens=short), penalty, tokens)[1]
+    start: float | np.ndarray = 0.0
+    beta, extra = None, None
+    if tokens is not None and segments and params.short_surcharge:
+        short = min(float(params.short_tokens), EXACT_K_SHORT_FRACTION * float(np.sum(tokens)) / segments)
+        beta, extra = search_objective(cost, x, replace(params, short_tokens=short), penalty, tokens)
+    if cut_prior is not None:
+        if beta is None:
+            beta = search_objective(cost, x, params, penalty)[0]
+        start = cut_prior.start_cost(beta)
+    return start, extra
 
 
 def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
@@ -266,7 +288,8 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 
 def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
                      penalty: float | None = None, tokens=None, same_line=None, headings=None,
-                     limits: SizeLimits | None = None) -> tuple[list[int], list[float]]:
+                     limits: SizeLimits | None = None,
+                     cut_prior: CutPrior | None = None) -> tuple[list[int], list[float]]:
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
 
     ``tokens [U]``: the units' token counts, for the unit weights, the
@@ -277,12 +300,16 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     ``segments``: exactly that many segments (at most one per item) instead of
     the penalised optimum; ``penalty`` overrides ``params.penalty``.
     ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
-    exceeded; a group never outgrows them.
+    exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
+    prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
+    open and what opening one saves), None for none.
     """
     params = params or TopicParams()
     n = len(x)
     if n < 2:
         return [], []
+    if cut_prior is not None and len(cut_prior) != n:
+        raise HeadsegError(f"the cut prior has {len(cut_prior)} units, the vectors {n}")
     x = np.asarray(x, dtype=np.float64)
     first = None
     if tokens is not None and (same_line is not None or headings is not None):
@@ -295,8 +322,9 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
             if not all(limits.fits(int(a), int(b)) for a, b in zip(starts, ends)):
                 groups = np.arange(n)  # a foreign counter's counts do not add up: no groups then
         x, tokens, first = group_units(x, tokens, groups, segments)
-        if first is not None and limits is not None:
-            limits = limits.grouped(first)
+        if first is not None:
+            limits = None if limits is None else limits.grouped(first)
+            cut_prior = None if cut_prior is None else cut_prior.grouped(first)
     x = prepare_vectors(x, params)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
@@ -304,15 +332,46 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
                              else exact_k_bound(len(x), segments, params.max_units, EXACT_SPAN_BUDGET), weights))
     if segments is not None and limits is None:
         # a few segments of a long text are each longer than the usual bound of max_units items
-        beta, extra = exact_k_objective(cost, x, params, penalty, tokens, segments=segments)
+        beta, extra = exact_k_objective(cost, x, params, penalty, tokens, segments=segments, cut_prior=cut_prior)
         cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights, penalty=beta, extra=extra)
     else:
         cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
-                           prior=None if limits is None else limits.length_prior)
+                           prior=None if limits is None else limits.length_prior, cut_prior=cut_prior)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
     scores = boundary_strength(cost, cuts)
     return (cuts if first is None else [int(first[c]) for c in cuts]), scores
+
+
+def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
+                        measure: TokenMeasure, opts: SegmentOptions,
+                        params: TopicParams | None = None) -> tuple[list[int], list[float]]:
+    """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
+
+    ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
+    ``text``), ``tokens [U]`` their model tokens, ``measure`` the counter of
+    ``opts.max_tokens``.  From the text come the line groups and headings the
+    search compares as one item; from ``opts`` the hard size limits and the size
+    target; under a size target, the structural prior that makes a cut at a line
+    break or before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).
+    The discounts belong to the target, so with exactly ``opts.segments`` segments,
+    where the target is not paid, they are not either.
+    Returns the unit indices that open segments 2..m and their strengths.
+    """
+    params = params or TopicParams()
+    same_line = starts_same_line(text, units)
+    own = params.heading_tokens
+    if opts.size_target is None or opts.segments is not None:
+        headings, prior = heading_units(text, units, tokens, own, same_line=same_line), None
+    else:
+        # one pass finds the headings of both lengths: the search's own and the discount's longer ones
+        titled = heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
+        headings = titled & (tokens <= own) if own else np.zeros(len(units), dtype=bool)
+        prior = CutPrior.of_bonus(cut_discounts(text, units, tokens, same_line,
+                                                headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS)))
+    limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
+    return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
+                            headings=headings, limits=limits, cut_prior=prior)
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,

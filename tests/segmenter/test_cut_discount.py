@@ -1,5 +1,6 @@
 """Under a size target a cut at a line break or before a heading is cheaper (issue 24, retrieval chunks):
-the exact discounts, the search's optimum recomputed by brute force, and no change without a target."""
+the exact discounts, the search's optimum recomputed by brute force, and no change without a target.
+The discounts reach the search as a structural prior (:class:`~headseg.segmenter.cuts.CutPrior`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import pytest
 from headseg.analysis.text import tokenize
 from headseg.segmenter import lines
 from headseg.segmenter.api import Segmenter
-from headseg.segmenter.limits import SizeLimits, TokenMeasure
+from headseg.segmenter import topics
+from headseg.segmenter.cuts import CutPrior
+from headseg.segmenter.limits import SizeLimits
 from headseg.segmenter.lines import (DISCOUNT_HEADING_TOKENS, HEADING_DISCOUNT, LINE_BREAK_DISCOUNT, cut_discounts,
                                      heading_units, starts_same_line)
 from headseg.segmenter.topics import TopicParams, boundary_penalty, search_cuts
@@ -71,9 +74,10 @@ def test_search_is_the_brute_force_optimum(mix, with_discount):
     x, sizes, discount = _case(mix)
     params = TopicParams()
     target = 60.0
-    limits = SizeLimits(sizes, None, None, 120.0, None, target, discount if with_discount else None)
+    limits = SizeLimits(sizes, None, None, 120.0, None, target)
     cost = limits.cost(x, params.max_units)
-    cuts = search_cuts(cost, x, params, tokens=sizes[:, 1], prior=limits.length_prior)
+    cuts = search_cuts(cost, x, params, tokens=sizes[:, 1], prior=limits.length_prior,
+                       cut_prior=CutPrior.of_bonus(discount) if with_discount else None)
     beta = boundary_penalty(x, params, params.penalty)
     disc = discount if with_discount else np.zeros(10)
     # every partition (10 units of 12 tokens always fit 120)
@@ -87,17 +91,17 @@ def test_discount_moves_a_cut_to_the_line_break():
     # before unit 5 (a line start) pays for the worse fit of unit 4 in the first segment
     x, sizes, discount = _case(0.585)
     params = TopicParams()
-    plain = SizeLimits(sizes, None, None, 120.0, None, 60.0, None)
-    cheap = SizeLimits(sizes, None, None, 120.0, None, 60.0, discount)
-    cost = plain.cost(x, params.max_units)
-    assert search_cuts(cost, x, params, tokens=sizes[:, 1], prior=plain.length_prior) == [4]
-    assert search_cuts(cost, x, params, tokens=sizes[:, 1], prior=cheap.length_prior) == [5]
+    limits = SizeLimits(sizes, None, None, 120.0, None, 60.0)
+    cheap = CutPrior.of_bonus(discount)
+    cost = limits.cost(x, params.max_units)
+    assert search_cuts(cost, x, params, tokens=sizes[:, 1], prior=limits.length_prior) == [4]
+    assert search_cuts(cost, x, params, tokens=sizes[:, 1], prior=limits.length_prior, cut_prior=cheap) == [5]
     # a clear topic turn stays where it is: the discount only breaks near-ties
     x, _, _ = _case(0.9)
-    assert search_cuts(cheap.cost(x, params.max_units), x, params, tokens=sizes[:, 1],
-                       prior=cheap.length_prior) == [4]
+    assert search_cuts(limits.cost(x, params.max_units), x, params, tokens=sizes[:, 1],
+                       prior=limits.length_prior, cut_prior=cheap) == [4]
     # the discount is per item and follows the groups the search compares
-    assert cheap.grouped(np.array([0, 3, 5, 8])).cut_discount.tolist() == [0.0, 0.0, 0.25, 0.0]
+    assert cheap.grouped(np.array([0, 3, 5, 8])).bonus.tolist() == [0.0, 0.0, 0.25, 0.0]
 
 
 TEXT = "\n".join([
@@ -115,17 +119,24 @@ def seg(tiny_bert):
     return Segmenter(model=tiny_bert, backend="torch")
 
 
+def _spy_priors(monkeypatch) -> list:
+    """The ``cut_prior`` of every :func:`topics.topic_boundaries` call the segmenter makes."""
+    seen = []
+    real = topics.topic_boundaries
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("cut_prior"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(topics, "topic_boundaries", spy)
+    return seen
+
+
 def test_no_target_no_discount(seg, monkeypatch):
-    doc = tokenize(TEXT, seg.loaded.tokenizer)
-    units = seg.units(TEXT)
-    measure = TokenMeasure(TEXT, doc, None)
-    ones = np.ones(len(units))
-    # kept only with a target: max_chars alone, or nothing, leaves the search as it was
-    assert SizeLimits.of(units, measure, None, None, None, None, cut_discount=ones) is None
-    assert SizeLimits.of(units, measure, 400, None, None, None, cut_discount=ones).cut_discount is None
-    assert SizeLimits.of(units, measure, None, None, 64, None, cut_discount=ones).cut_discount is None
-    assert SizeLimits.of(units, measure, None, None, 64, 40.0, cut_discount=ones).cut_discount.tolist() == ones.tolist()
+    seen = _spy_priors(monkeypatch)
     plain, chars = seg.segment(TEXT), seg.segment(TEXT, max_chars=300)
+    # without a target (nothing, or max_chars alone) the search gets no prior at all
+    assert seen == [None, None]
     monkeypatch.setattr(lines, "LINE_BREAK_DISCOUNT", 0.9)
     monkeypatch.setattr(lines, "HEADING_DISCOUNT", 0.09)
     assert [(s.start, s.end) for s in seg.segment(TEXT)] == [(s.start, s.end) for s in plain]
@@ -133,15 +144,7 @@ def test_no_target_no_discount(seg, monkeypatch):
 
 
 def test_target_path_passes_the_discounts(seg, monkeypatch):
-    seen = []
-    real = SizeLimits.of.__func__
-
-    def spy(cls, *args, **kwargs):
-        out = real(cls, *args, **kwargs)
-        seen.append(out)
-        return out
-
-    monkeypatch.setattr(SizeLimits, "of", classmethod(spy))
+    seen = _spy_priors(monkeypatch)
     r = seg.segment(TEXT, max_tokens=64)
     units = seg.units(TEXT)
     # independently: a line start gets LINE_BREAK_DISCOUNT, a "= = X = =" heading line HEADING_DISCOUNT more
@@ -151,7 +154,8 @@ def test_target_path_passes_the_discounts(seg, monkeypatch):
         heading = TEXT[s:e].strip().startswith("= =")
         want.append((LINE_BREAK_DISCOUNT if starts_line else 0.0) + (HEADING_DISCOUNT if heading else 0.0))
     assert sum(w > LINE_BREAK_DISCOUNT for w in want) == 6 and 0.0 in want
-    assert seen[-1].cut_discount.tolist() == pytest.approx(want)
+    assert seen[-1].bonus.tolist() == pytest.approx(want)
+    assert seen[-1].allowed.all() and not seen[-1].level.any()
     assert "".join(s.text for s in r) == TEXT
 
 

@@ -1,0 +1,109 @@
+"""Where a segment may open, and what opening one there costs: the search's structural prior.
+
+The topic search minimises one objective on every path (``search.span_objective``)::
+
+    Σ_segments  scatter(a, b) + β(a) · (1 − bonus(a)) + extra(a, b)     subject to allowed(a)
+
+``β(a)`` is the local penalty the vectors give (``topics.boundary_penalty``); ``bonus`` and
+``allowed`` come from the text's structure, never from the vectors, and live here in one frozen
+:class:`CutPrior` per document: a cut at a line break or before a heading is cheaper under a size
+target (``lines.cut_discounts``), a segment may not open inside a block that fits the limits, a
+heading's level anchors the segments it opens.  The prior enters the search only as a per-start
+cost array (:meth:`CutPrior.start_cost`), which every search path already takes, so no search
+path reads the text.  docs/segmenter.md, "Priors and constraints in the search", has the design.
+
+Everything here is O(U) in the number of units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from headseg.analysis.errors import HeadsegError
+
+
+@dataclass(frozen=True)
+class CutPrior:
+    """Per unit ``i`` of a document: may a segment open there, and what it saves of the penalty there.
+
+    * ``allowed [U]`` bool: False where no segment may open (``allowed[0]`` is always True: the
+      first segment opens there);
+    * ``bonus [U]`` float: the fraction of the local penalty ``β(i)`` a segment opening at unit
+      ``i`` saves (1: the cut is free; negative: a surcharge); ``bonus[0]`` is never paid;
+    * ``level [U]`` int: the heading level (1 the highest) of the heading unit ``i`` opens with,
+      0 where it opens with none.
+
+    Raises :class:`HeadsegError` on arrays of different lengths, a non-finite bonus, or a
+    first unit that is not allowed.
+    """
+
+    allowed: np.ndarray
+    bonus: np.ndarray
+    level: np.ndarray
+
+    def __post_init__(self) -> None:
+        allowed = np.asarray(self.allowed, dtype=bool).reshape(-1)
+        bonus = np.asarray(self.bonus, dtype=np.float64).reshape(-1)
+        level = np.asarray(self.level, dtype=np.int64).reshape(-1)
+        if not len(allowed) == len(bonus) == len(level):
+            raise HeadsegError(f"a cut prior needs one value per unit (allowed {len(allowed)}, "
+                               f"bonus {len(bonus)}, level {len(level)})")
+        if not np.all(np.isfinite(bonus)):
+            raise HeadsegError("a cut prior's bonus must be finite")
+        if len(allowed) and not allowed[0]:
+            raise HeadsegError("a cut prior must allow the first unit: the first segment opens there")
+        if np.any(level < 0):
+            raise HeadsegError("a heading level is 0 (none) or positive")
+        object.__setattr__(self, "allowed", allowed)
+        object.__setattr__(self, "bonus", bonus)
+        object.__setattr__(self, "level", level)
+
+    @classmethod
+    def neutral(cls, n: int) -> "CutPrior":
+        """The prior of ``n`` units that says nothing: every cut allowed, no bonus, no heading."""
+        return cls(np.ones(n, dtype=bool), np.zeros(n), np.zeros(n, dtype=np.int64))
+
+    @classmethod
+    def of_bonus(cls, bonus) -> "CutPrior":
+        """Every cut allowed, ``bonus [U]`` saved (the first unit's entry is ignored), no heading."""
+        bonus = np.asarray(bonus, dtype=np.float64).reshape(-1)
+        return cls(np.ones(len(bonus), dtype=bool), bonus, np.zeros(len(bonus), dtype=np.int64))
+
+    def __len__(self) -> int:
+        return len(self.allowed)
+
+    @property
+    def constrains(self) -> bool:
+        """Whether some cut after the first unit is forbidden."""
+        return bool(len(self.allowed) > 1 and not self.allowed[1:].all())
+
+    def combine(self, other: "CutPrior") -> "CutPrior":
+        """Both priors at once: a cut allowed by both, their bonuses added, the higher heading kept
+        (the smaller non-zero level)."""
+        if len(other) != len(self):
+            raise HeadsegError(f"cannot combine cut priors of {len(self)} and {len(other)} units")
+        a, b = self.level, other.level
+        level = np.where((a > 0) & (b > 0), np.minimum(a, b), np.maximum(a, b))
+        return CutPrior(self.allowed & other.allowed, self.bonus + other.bonus, level)
+
+    def grouped(self, first: np.ndarray) -> "CutPrior":
+        """The prior over groups of units, group ``g`` starting at unit ``first[g]``: a group opens
+        where its first unit would."""
+        first = np.asarray(first, dtype=np.int64)
+        return CutPrior(self.allowed[first], self.bonus[first], self.level[first])
+
+    def start_cost(self, beta: np.ndarray) -> np.ndarray:
+        """``[n + 1]``: what opening a segment at item ``a`` costs beyond ``beta[a]`` (``beta [n + 1]``,
+        the search's per-start penalty): ``−bonus[a] · beta[a]``, and ``+inf`` where not allowed.
+        The first item opens the first segment (no cut: 0); index ``n`` is never a start (0)."""
+        n = len(self.allowed)
+        beta = np.asarray(beta, dtype=np.float64)
+        if beta.shape != (n + 1,):
+            raise HeadsegError(f"a per-start penalty of {n} items needs {n + 1} entries, got {beta.shape}")
+        out = np.zeros(n + 1)
+        out[:n] = -self.bonus * beta[:n]
+        out[:n][~self.allowed] = np.inf
+        out[0] = 0.0
+        return out
