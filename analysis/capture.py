@@ -82,17 +82,34 @@ class HeadActivations:
         return self.z[b, :, :t].reshape(num_layers, num_heads, t, -1)
 
 
+#: the real tokens one backend call takes by default when calls are shared (Text Embeddings
+#: Inference's default ``--max-batch-tokens``)
+DEFAULT_MAX_BATCH_TOKENS = 16384
+
+
 @runtime_checkable
 class CaptureBackend(Protocol):
-    """What every engine offers: the selected heads' activations for a batch of windows.
+    """What every engine offers: the selected heads' activations for a batch of windows, and the
+    traits a batcher needs to share it between callers.
 
     Implemented by :class:`TorchBackend` (the reference: forward hooks) and
     :class:`headseg.export.engine.OnnxBackend` (the serving engine), with the
-    same defaults.  ``name`` is ``"torch"`` or ``"onnx"``, ``device`` where it runs.
+    same defaults.  Traits:
+
+    * ``name``: ``"torch"`` or ``"onnx"``; ``device``: where it runs (``"cpu"``, ``"cuda"``);
+    * ``precision``: what the model runs in (``"fp32"``, ``"fp16"``, ``"int8"``; None: as loaded);
+    * ``per_window``: each window runs in its own call, so a window's result never depends on
+      the others it was asked with (an int8 graph: its dynamic quantisation scales per call);
+    * ``parallel_calls``: how many such calls may run side by side (1 unless ``per_window``);
+    * ``max_batch_tokens``: the real tokens one shared call should hold at most.
     """
 
     name: str
     device: str
+    precision: str | None
+    per_window: bool
+    parallel_calls: int
+    max_batch_tokens: int
 
     @property
     def info(self) -> ModelInfo:
@@ -233,6 +250,11 @@ class TorchBackend:
     """
 
     name = "torch"
+    #: the weights as loaded (fp32); windows of one call share a padded batch; one call at a time
+    precision = None
+    per_window = False
+    parallel_calls = 1
+    max_batch_tokens = DEFAULT_MAX_BATCH_TOKENS
 
     def __init__(self, loaded: LoadedModel, device: str | None = "cpu"):
         import torch

@@ -10,7 +10,7 @@ from .capture import TorchBackend
 from .errors import InputError
 from .model import load_model
 from .similarity import context_similarity
-from .text import windows_from_text
+from .text import WINDOW_TOKENS, windows_from_text
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Inspection:
     n_windows: int
 
 
-def inspect_text(text: str, model=None, window: int = 0, max_tokens: int = 128, cosine: bool = False,
+def inspect_text(text: str, model=None, window: int = 0, max_tokens: int = WINDOW_TOKENS, cosine: bool = False,
                  loaded=None, device: str | None = "cpu") -> Inspection:
     """Every head's matrices on window ``window`` of ``text`` (torch backend: hooks on every head).
 

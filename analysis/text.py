@@ -24,12 +24,13 @@ from .tokenizer import as_tokenizer
 # except before a digit (a decimal point such as "１．５").  Deliberately simple
 # and predictable; pass ``sentence_splitter=`` to the Segmenter for pysbd or spaCy.
 _TERMINAL = r"[\p{Sentence_Terminal}…]"
-_CLOSER = r"[\p{Pe}\p{Pf}\"']"
+#: what may follow a sentence terminal and still end the sentence: closing brackets and quotes
+CLOSER = r"[\p{Pe}\p{Pf}\"']"
 #: terminals that need no whitespace after them: every non-ASCII sentence terminal
 #: except the dot-like ones also written inside numbers and abbreviations
 _UNSPACED = r"[\p{Sentence_Terminal}--[\x00-\x7f\u2024\uFE52\u0589]]"
 _SENT_END = regex.compile(
-    rf"{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{_CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{_CLOSER}*(?=\s)|\r\n|\n|\r",
+    rf"{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{CLOSER}*(?=\s)|\r\n|\n|\r",
     regex.V1,
 )
 # Abbreviations and initials that a full stop does not end a sentence after.
@@ -38,7 +39,7 @@ _ABBREV = re.compile(r"(?:\b(?:[A-Z]|Mr|Mrs|Ms|Dr|Prof|St|vs|etc|e\.g|i\.e|cf|Fi
 #: (a German or Nordic ordinal, "am 3. Mai", or a list number "2. ")
 _DOTTED = re.compile(r"(?:^|\s)(?:\w{1,3}\.)+\w{1,3}\.$")
 _ORDINAL = re.compile(r"(?:^|[\s(])\d{1,2}\.$")
-_FULL_STOP = regex.compile(rf"\.{_CLOSER}*")
+_FULL_STOP = regex.compile(rf"\.{CLOSER}*")
 
 
 def _full_stop_continues(text: str, stop_end: int, next_start: int) -> bool:
@@ -252,6 +253,11 @@ def make_window(
     )
 
 
+#: the model window in tokens (special tokens included) that every path cuts text into by default:
+#: the unit encoder, the study, ``headseg inspect`` and the TUI
+WINDOW_TOKENS = 128
+
+
 def window_width(tokenizer, max_tokens: int) -> int:
     """Content tokens that fit in a window of ``max_tokens`` with the tokenizer's special tokens."""
     before, after = _specials(tokenizer)
@@ -264,7 +270,7 @@ def window_width(tokenizer, max_tokens: int) -> int:
 def make_windows(
     doc: TokenizedText,
     tokenizer,
-    max_tokens: int = 128,
+    max_tokens: int = WINDOW_TOKENS,
     stride: int | None = None,
 ) -> list[Window]:
     """Cut a tokenized document into windows of at most ``max_tokens`` tokens.
@@ -287,6 +293,6 @@ def make_windows(
     return [make_window(doc, s, min(s + width, n), tokenizer, index=wi) for wi, s in enumerate(starts)]
 
 
-def windows_from_text(text: str, tokenizer, max_tokens: int = 128, stride: int | None = None) -> list[Window]:
+def windows_from_text(text: str, tokenizer, max_tokens: int = WINDOW_TOKENS, stride: int | None = None) -> list[Window]:
     """Convenience: :func:`tokenize` then :func:`make_windows`."""
     return make_windows(tokenize(text, tokenizer), tokenizer, max_tokens=max_tokens, stride=stride)

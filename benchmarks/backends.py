@@ -296,7 +296,7 @@ def main(argv=None) -> int:
     print(table(["config", "tokens/s", "× torch cpu", "peak RSS MB (own process)", "RSS after load MB"], rows))
 
     if args.segment or args.agreement or args.peers:
-        from headseg.segmenter.api import Segmenter
+        from headseg.api import Segmenter
 
         segs = {"headseg torch cpu": Segmenter(model=loaded, profile=profile, backend=backends["torch cpu"])}
         for precision in ("fp32", "int8"):

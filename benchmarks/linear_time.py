@@ -64,11 +64,10 @@ def main() -> None:
     ap.add_argument("--dev-lectures", type=int, default=4, help="documents of each lecture set")
     args = ap.parse_args()
 
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     load_before = os.getloadavg()
     seg = Segmenter()
-    seg.unit_params.progress = False
     seg.segment("A warm-up sentence. And another one.")
     cases: list[tuple[str, list[str]]] = [("dev documents", dev_texts(args.dev_docs, args.dev_lectures))]
     for mb in (float(x) for x in args.prose_mb.split(",")):

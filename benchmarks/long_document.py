@@ -42,7 +42,7 @@ def make_text(n_bytes: int) -> str:
 
 def child(mb: float, backend: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     text = make_text(int(mb * 1_000_000))
     t0 = time.perf_counter()

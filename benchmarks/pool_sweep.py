@@ -67,7 +67,7 @@ def dump(seg, name: str, rel: str, out: Path, limit: int | None, batch_docs: int
             meta.update({f"u{i}": np.asarray([a for a, _ in units], np.int64), f"r{i}": np.asarray(d.starts, np.int64),
                          f"b{i}": np.asarray(d.boundaries, np.int64), f"len{i}": np.asarray([len(d.text)], np.int64),
                          f"t{i}": (r[:, 1] - r[:, 0]).astype(np.int64), f"off{i}": np.asarray([n_units], np.int64)})
-            w, o = unit_windows(tok, content_spans(d.text, units), seg.loaded.tokenizer, seg.max_tokens)
+            w, o = unit_windows(tok, content_spans(d.text, units), seg.loaded.tokenizer, seg.window_tokens)
             windows.extend(w)
             owners.append(o + n_units)
             n_units += len(units)
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cache = Path(args.cache)
     if args.dump:
-        from headseg.segmenter.api import Segmenter
+        from headseg.api import Segmenter
 
         seg = Segmenter(threads=args.threads, quiet=True)
         cache.mkdir(parents=True, exist_ok=True)

@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-        from headseg.segmenter.api import Segmenter
+        from headseg.api import Segmenter
 
         seg = Segmenter(backend="torch", params=params)
     from headseg.segmenter.lines import heading_units

@@ -159,7 +159,7 @@ def main() -> None:
 
     from headseg.analysis.model import embedded_model_path
     from headseg.analysis.tokenizer import Tokenizer
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
     from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import (chunk_all, evaluate_chunks, fixed_token_chunker,
                                                         format_row, format_table, headseg_chunker, load_retrieval,

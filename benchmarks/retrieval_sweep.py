@@ -47,7 +47,7 @@ def main() -> int:
 
     from headseg.analysis.model import embedded_model_path
     from headseg.analysis.tokenizer import Tokenizer
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
     from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import chunk_all, evaluate_chunks, load_retrieval, recursive_chunker
     from headseg.segmenter.options import SegmentOptions

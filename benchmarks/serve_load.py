@@ -189,10 +189,9 @@ def doc_chars(docs, n: int) -> int:
 
 def in_process(docs) -> float:
     """Characters per second of ``Segmenter.segment_many`` over the documents (one warm-up first)."""
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     seg = Segmenter(quiet=True)
-    seg.unit_params.progress = False
     seg.segment(docs[0][1])
     t0 = time.perf_counter()
     seg.segment_many([t for _, t in docs])

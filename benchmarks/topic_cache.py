@@ -21,6 +21,7 @@ with the head list): ``topic_sweep.py --layers 5:1,0:0.25`` mixes layers from it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -110,13 +111,14 @@ def main(argv=None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     seg = Segmenter(backend=args.backend, threads=args.threads if args.backend != "torch" else None, quiet=True)
     if args.all_heads:
         info = seg.loaded.info
-        seg.topic_heads = [(l, h) for l in range(info.num_layers) for h in range(info.num_heads)]
-        seg.topic_weights = np.ones(len(seg.topic_heads))
+        every = tuple((l, h) for l in range(info.num_layers) for h in range(info.num_heads))
+        seg = seg.with_encoder(dataclasses.replace(seg.encoder, topic_heads=every,
+                                                   topic_weights=np.ones(len(every))))
     out_dir = Path(args.out or REPO / "runs" / ("topic_cache_all" if args.all_heads else "topic_cache"))
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, rel in select_datasets(args.datasets):

@@ -99,7 +99,7 @@ def main() -> None:
         print("(pysbd is not installed: its rows are left out)\n")
 
     from headseg.analysis.text import split_sentences
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     seg = Segmenter(backend="torch")
     if args.threshold is not None:
@@ -110,7 +110,6 @@ def main() -> None:
     files += sorted(glob.glob(str(DATA / "lectures_ai/*.txt")))[: args.docs]
     if args.commit is not None:
         seg.unit_params.commit = args.commit
-    seg.unit_params.progress = False
     methods = {
         "headseg units, heads only (--unit-mode heads)": lambda t: [a for a, _ in seg.units(t, mode="heads")[1:]],
         "headseg units, default (--unit-mode auto)": lambda t: [a for a, _ in seg.units(t, mode="auto")[1:]],

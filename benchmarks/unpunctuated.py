@@ -52,12 +52,10 @@ def main() -> None:
     ap.add_argument("--backend", default="torch")
     args = ap.parse_args()
 
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     load_before = os.getloadavg()
     seg = Segmenter(backend=args.backend)
-    if hasattr(seg.unit_params, "progress"):
-        seg.unit_params.progress = False
     base = prose()
     rows = []
     for kb in [float(x) for x in args.kb.split(",")]:

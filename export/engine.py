@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import HeadActivations, normalise_heads
+from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, HeadActivations, normalise_heads
 from headseg.analysis.errors import ArtifactError, HeadsegError
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.text import Window
@@ -75,6 +75,7 @@ class OnnxBackend:
     """
 
     name = "onnx"
+    max_batch_tokens = DEFAULT_MAX_BATCH_TOKENS
 
     def __init__(
         self,
@@ -113,6 +114,11 @@ class OnnxBackend:
     def precision(self) -> str:
         """The artifact's precision: ``fp32``, ``fp16`` or ``int8``."""
         return self.manifest.precision
+
+    @property
+    def parallel_calls(self) -> int:
+        """Per-window calls the session runs side by side (one per core on CPU for int8; else 1)."""
+        return int(self.session.parallel_calls) if self.per_window else 1
 
     def capture(
         self,

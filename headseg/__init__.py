@@ -30,7 +30,8 @@ from headseg.analysis.errors import (  # noqa: E402
 )
 from headseg.analysis.model import load_model  # noqa: E402
 from headseg.analysis.segments import Segment, Segmentation  # noqa: E402
-from headseg.segmenter.api import DocumentError, Segmenter  # noqa: E402
+from headseg.api import DocumentError, Segmenter  # noqa: E402
+from headseg.config import SegmenterConfig  # noqa: E402
 from headseg.segmenter.options import SegmentOptions  # noqa: E402
 
 
@@ -64,6 +65,7 @@ __all__ = [
     "Segment",
     "SegmentOptions",
     "Segmentation",
+    "SegmenterConfig",
     "Segmenter",
     "__version__",
     "load_model",

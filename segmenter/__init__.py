@@ -1,6 +1,6 @@
 """headseg.segmenter — segments from the selected heads: units, unit vectors, the topic search, limits, evaluation.
 
-The public entry point is :class:`~headseg.segmenter.api.Segmenter` (also
+The public entry point is :class:`~headseg.Segmenter` (also
 ``headseg.Segmenter``) with its options, :class:`~headseg.segmenter.options.SegmentOptions`.
 One module per step of the pipeline (``units`` → ``limits`` → ``encode`` →
 ``lines`` → ``topics`` / ``search``), ``stream`` for corpora, ``distributed``

@@ -20,14 +20,16 @@ O(U · N · d) for the pooling.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import HeadActivations, iter_batches
-from headseg.analysis.errors import ProfileError
+from headseg.analysis.capture import CaptureBackend, HeadActivations, iter_batches
+from headseg.analysis.errors import HeadsegError, ProfileError, is_integer
+from headseg.analysis.profile import HeadProfile
 from headseg.analysis.progress import progress_bar
-from headseg.analysis.text import TokenizedText, Window, make_window, window_width
+from headseg.analysis.text import WINDOW_TOKENS, TokenizedText, Window, make_window, window_width
 
 Head = tuple[int, int]
 
@@ -156,3 +158,66 @@ def sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray]
     return [tuple(heads[i]) for i in order], (w / w.sum())[order]
 
 
+@dataclass(frozen=True, eq=False)
+class UnitEncoder:
+    """What segmentation needs of an engine, and nothing more: small, frozen, built once.
+
+    ``tokenizer`` (the model's), ``backend`` (any
+    :class:`~headseg.analysis.capture.CaptureBackend`), the heads it reads —
+    ``detect_heads`` with ``detect_weights [N]`` (the separator-focused heads of
+    the unit detector) and ``topic_heads`` with ``topic_weights [M]`` (the unit
+    vectors), both in capture order with normalised weights — ``output_weight``
+    (the share of the model's own embedding in a unit vector), ``batch_size``
+    (windows per capture call) and ``window_tokens`` (the model window, special
+    tokens included).  The unit detector and the unit vectors take this, never
+    the segmenter; another backend is :meth:`with_backend`.
+    """
+
+    tokenizer: Any
+    backend: CaptureBackend
+    detect_heads: tuple
+    detect_weights: np.ndarray
+    topic_heads: tuple
+    topic_weights: np.ndarray
+    output_weight: float = 0.0
+    batch_size: int = 64
+    window_tokens: int = WINDOW_TOKENS
+
+    def __post_init__(self) -> None:
+        if not is_integer(self.batch_size) or self.batch_size < 1:
+            raise HeadsegError("batch_size must be a positive integer")
+        if not is_integer(self.window_tokens):
+            raise HeadsegError(f"window_tokens must be an integer (got {self.window_tokens!r})")
+        object.__setattr__(self, "detect_heads", tuple(tuple(h) for h in self.detect_heads))
+        object.__setattr__(self, "topic_heads", tuple(tuple(h) for h in self.topic_heads))
+
+    @classmethod
+    def of(cls, tokenizer: Any, backend: CaptureBackend, profile: HeadProfile, num_layers: int, num_heads: int,
+           batch_size: int = 64, window_tokens: int = WINDOW_TOKENS) -> "UnitEncoder":
+        """The encoder of ``profile`` on a ``num_layers × num_heads`` model: the unit detector reads the
+        profile's separator-focused heads, the unit vectors its topic heads (default: the whole last
+        layer, which compares sentences best, and the first at a quarter of the weight, which keeps
+        their words: docs/segmenter.md)."""
+        heads, weights = sorted_selection(profile.heads, profile.weights)
+        topic, topic_weights = sorted_selection(*profile.topic_selection(num_layers, num_heads))
+        return cls(tokenizer, backend, tuple(heads), weights, tuple(topic), topic_weights,
+                   float(profile.topic_output_weight), int(batch_size), int(window_tokens))
+
+    def with_backend(self, backend: CaptureBackend) -> "UnitEncoder":
+        """The same encoder capturing through ``backend`` (a batcher's, say)."""
+        return replace(self, backend=backend)
+
+    def capture(self, windows: Sequence[Window], heads=None, hidden: bool = False) -> HeadActivations:
+        """Context vectors of ``heads`` (default: the unit-detection heads) for a batch of windows;
+        ``hidden=True`` adds the model's last hidden states."""
+        heads = self.detect_heads if heads is None else heads
+        if hidden:
+            return self.backend.capture(windows, heads=heads, attention=False, norms=False, hidden=True)
+        return self.backend.capture(windows, heads=heads, attention=False, norms=False)
+
+    def unit_vectors(self, items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]],
+                     progress=None) -> list[np.ndarray]:
+        """:func:`encode_units` of ``items`` (``(doc, units)`` each) with this encoder's heads and sizes."""
+        return encode_units(items, self.tokenizer, self.capture, self.topic_heads, self.topic_weights,
+                            self.batch_size, self.window_tokens, progress=progress,
+                            output_weight=self.output_weight)

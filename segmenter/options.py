@@ -15,17 +15,16 @@ loaded.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, is_integer
+from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
+from .levels import get_level, level_help, level_names
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
-
-#: what :meth:`Segmenter.segment` returns: topic segments or sentence-like units
-LEVELS = ("topic", "unit")
 
 #: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
 #: (chosen on the dev retrieval corpora, docs/segmenter.md)
@@ -39,11 +38,6 @@ MAX_PENALTY = 1e6
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
 
 
-def _flag(flag: str, help: str, **argparse_kwargs: Any) -> dict:
-    """Field metadata: the option's command-line flag and its argparse arguments."""
-    return {"cli": {"flag": flag, "help": help, **argparse_kwargs}}
-
-
 @dataclass(frozen=True)
 class SegmentOptions:
     """What to segment into and under which limits; see :meth:`headseg.Segmenter.segment`.
@@ -54,9 +48,9 @@ class SegmentOptions:
     allow it.  Raises :class:`InputError` on a bad value.
     """
 
-    #: ``"topic"``: coherent groups of units; ``"unit"``: sentence-like units
-    level: str = field(default="topic", metadata=_flag("--level", "topic segments or sentence-like units",
-                                                        choices=LEVELS))
+    #: what the segments are: a registered level (:mod:`headseg.segmenter.levels`): ``"topic"``,
+    #: coherent groups of units; ``"unit"``, sentence-like units
+    level: str = field(default="topic", metadata=_flag("--level", level_help, choices=level_names))
     #: exactly this many topic segments per document (None: chosen automatically)
     segments: int | None = field(default=None, metadata=_flag(
         "--segments", "exactly N segments per document", type=int, metavar="N"))
@@ -122,22 +116,14 @@ class SegmentOptions:
         pass their keyword arguments through unchanged.  Unknown names raise
         :class:`HeadsegError`.
         """
-        if options is not None and not isinstance(options, (SegmentOptions, Mapping)):
-            raise HeadsegError(f"options must be SegmentOptions or a mapping (got {type(options).__name__})")
-        given = dict(options) if isinstance(options, Mapping) else {}
-        given.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = set(given) - set(option_names())
-        if unknown:
-            raise HeadsegError(f"unknown option(s) for segment: {', '.join(sorted(unknown))}")
-        if isinstance(options, SegmentOptions):
-            return replace(options, **given) if given else options
-        return cls(**given)
+        return merged(cls, options, {k: v for k, v in overrides.items() if v is not None}, "options",
+                      "option(s) for segment")
 
     @classmethod
     def from_args(cls, args: Any) -> "SegmentOptions":
         """The options of parsed command-line ``args`` (flags from :func:`add_option_flags`);
         an error names the flag, e.g. ``--max-chars``."""
-        values = {f.name: getattr(args, f.name) for f in fields(cls) if "cli" in f.metadata and hasattr(args, f.name)}
+        values = values_from_args(cls, args)
         validate_options(values, label=lambda name: _cli(name)["flag"])
         return cls(**values)
 
@@ -158,15 +144,18 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     """Raise :class:`InputError` for the first bad value in ``values`` (fields of
     :class:`SegmentOptions`), naming the option by ``label(field name)``."""
     level = values.get("level", "topic")
-    if level not in LEVELS:
-        raise InputError(f"{label('level')} must be one of {', '.join(LEVELS)} (got '{level}')")
+    names = level_names()
+    if not isinstance(level, str) or level not in names:
+        raise InputError(f"{label('level')} must be one of {', '.join(names)} (got {level!r})")
+    strategy = get_level(level)
     for name in ("segments", "min_chars", "max_chars", "max_tokens", "target_tokens"):
         v = values.get(name)
         if v is not None and (not is_integer(v) or v < 1):
             raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
-    if values.get("segments") is not None and level != "topic":
+    if values.get("segments") is not None and not strategy.segments:
         # a number of segments means topic segments; units are as many as the text has
-        raise InputError(f"{label('segments')} goes with {label('level')} topic, not {level}")
+        raise InputError(f"{label('segments')} goes with {label('level')} "
+                         f"{', '.join(n for n in names if get_level(n).segments)}, not {level}")
     lo, hi = values.get("min_chars"), values.get("max_chars")
     if hi is not None and lo is not None and lo > hi:
         raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")
@@ -176,8 +165,9 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     ov = values.get("overlap")
     if ov is not None and (not is_integer(ov) or ov < 0):
         raise InputError(f"{label('overlap')} must be a non-negative integer (got {ov!r})")
-    if ov and level != "topic":
-        raise InputError(f"{label('overlap')} goes with {label('level')} topic, not {level}")
+    if ov and not strategy.overlap:
+        raise InputError(f"{label('overlap')} goes with {label('level')} "
+                         f"{', '.join(n for n in names if get_level(n).overlap)}, not {level}")
     p = values.get("penalty")
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
                           or not math.isfinite(p) or not 0 <= p <= MAX_PENALTY):
@@ -198,15 +188,10 @@ def option_names() -> tuple[str, ...]:
 
 
 def _cli(name: str) -> dict:
-    return next(f.metadata["cli"] for f in fields(SegmentOptions) if f.name == name)
+    return cli_spec(SegmentOptions, name)
 
 
 def add_option_flags(parser: Any, exclude: Sequence[str] = ()) -> None:
     """Declare one flag per command-line option of :class:`SegmentOptions` on an argparse parser
     (``exclude``: field names a command has no use for)."""
-    for f in fields(SegmentOptions):
-        if "cli" not in f.metadata or f.name in exclude:
-            continue
-        spec = dict(f.metadata["cli"])
-        flag = spec.pop("flag")
-        parser.add_argument(flag, dest=f.name, default=None if f.default is MISSING else f.default, **spec)
+    add_flags(parser, SegmentOptions, exclude=exclude)

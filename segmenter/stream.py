@@ -1,6 +1,6 @@
 """Streaming: documents of any iterable in, one result per document out, in order, in bounded batches.
 
-:meth:`~headseg.segmenter.api.Segmenter.iter_segment` reads at most one batch
+:meth:`~headseg.Segmenter.iter_segment` reads at most one batch
 ahead (``batch_docs`` documents, or fewer once they hold ``batch_chars``
 characters) and segments it with ``segment_many``; memory is bounded by the
 batch, not the corpus.  A document that fails is isolated: the batch is run

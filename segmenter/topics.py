@@ -1,6 +1,6 @@
 """The topic search: which unit boundaries open a new topic segment.
 
-Pipeline, one home for :class:`~headseg.segmenter.api.Segmenter` and for the
+Pipeline, one home for :class:`~headseg.Segmenter` and for the
 benchmarks that tune it on cached unit vectors (:func:`topic_cuts`)::
 
     unit vectors x [U, D] ─ line groups and headings (lines.py) ─ centred (prepare_vectors)
@@ -23,19 +23,21 @@ Design measurements and sweeps: docs/segmenter.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
 from .cuts import CutPrior
-from .options import SegmentOptions
 from .limits import SizeLimits, TokenMeasure, repair_cuts
 from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units, line_groups,
                     starts_same_line)
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
+
+if TYPE_CHECKING:  # the options are read here, never built (options.py validates levels, which run this)
+    from .options import SegmentOptions
 
 
 @dataclass
@@ -344,7 +346,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
 
 
 def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
-                        measure: TokenMeasure, opts: SegmentOptions,
+                        measure: TokenMeasure, opts: "SegmentOptions",
                         params: TopicParams | None = None) -> tuple[list[int], list[float]]:
     """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
 

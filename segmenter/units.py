@@ -29,7 +29,7 @@ import regex
 
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
-from headseg.analysis.text import _CLOSER, make_window, split_sentences, tile_spans, window_width
+from headseg.analysis.text import CLOSER, make_window, split_sentences, tile_spans, window_width
 
 
 @dataclass
@@ -50,8 +50,6 @@ class UnitParams:
     #: through the detector: long real sentences stay whole, unpunctuated
     #: transcripts (thousands of tokens per "sentence") get cut
     auto_tokens: int = 120
-    #: a progress bar on stderr (only on a terminal) while long unpunctuated text goes through the detector
-    progress: bool = True
     #: "all": commit every clear peak of a window up to ``margin`` tokens before its end, and start the
     #: next window at the last one (about 2.5x fewer model windows); "first": commit only the first
     #: peak, so that every boundary depends only on the text from the previous boundary on (the
@@ -70,7 +68,7 @@ _MARKDOWN = regex.compile(r"^#{1,6}\s")
 _MEDIAWIKI = regex.compile(r"^(?:=\s?){1,6}[^=\s](?:.*[^=\s])?(?:\s?=){1,6}$")
 _WORD = regex.compile(r"\w[\w'\u2019-]*")
 #: a sentence terminal at the end, closing quotes or brackets after it (the closers of the sentence rules)
-_TERMINAL = regex.compile(rf"\p{{Sentence_Terminal}}{_CLOSER}*$")
+_TERMINAL = regex.compile(rf"\p{{Sentence_Terminal}}{CLOSER}*$")
 
 
 def looks_like_heading(text: str, max_words: int = 4) -> bool:
@@ -239,7 +237,7 @@ def _chain_from(link: dict[int, int | None], start: int, at_least: int):
         q = link[q]
 
 
-def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress=None) -> list[list[int]]:
+def detect_lines(text: str, doc, ranges, encoder, params: UnitParams, progress=None) -> list[list[int]]:
     """Unit starts (token indices) inside each token range ``[lo, hi)`` of ``ranges``, batched.
 
     The left-to-right decoder is a function of the boundary a window starts
@@ -258,10 +256,12 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
     coincide) is joined to that chain at its first boundary at least
     ``min_tokens`` on, so every token is covered by at most about
     ``1 + JOIN_TOKENS / CHUNK_TOKENS`` decoders: the work is linear in the text.
+    ``encoder``: the :class:`~headseg.segmenter.encode.UnitEncoder` whose detection heads
+    are read; ``progress``: an open bar to update (windows), or None.
     """
-    tokenizer = segmenter.loaded.tokenizer
+    tokenizer = encoder.tokenizer
     width = window_width(tokenizer, params.window)
-    batch = max(int(getattr(segmenter, "batch_size", 64)), 1)
+    batch = encoder.batch_size
     link: list[dict[int, int | None]] = [{} for _ in ranges]  # boundary -> next boundary (None: the end)
     # A fixed grid (not one derived from the batch size): the result must not depend on batching.
     chunk = CHUNK_TOKENS
@@ -293,10 +293,10 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
         moved = []
         for b0 in range(0, len(step), batch):
             wins = windows[b0:b0 + batch]
-            acts = segmenter.capture(wins)
+            acts = encoder.capture(wins)
             for (r, p, nxt), w, z in zip(step[b0:b0 + batch], wins, acts.z):
                 zc = z[:, : len(w)][:, ~w.special].astype(np.float64)  # [N, t, d]
-                q = _decide(text, doc, p, ranges[r][1], zc, segmenter.weights, params)
+                q = _decide(text, doc, p, ranges[r][1], zc, encoder.detect_weights, params)
                 if q is None:
                     link[r][p] = None
                     continue
@@ -325,15 +325,12 @@ def detect_lines(text: str, doc, ranges, segmenter, params: UnitParams, progress
     return out
 
 
-def detect_line(text: str, doc, tok_lo: int, tok_hi: int, segmenter, params: UnitParams) -> list[int]:
-    """Token indices (in the document stream) where units start inside tokens ``[tok_lo, tok_hi)``."""
-    return detect_lines(text, doc, [(tok_lo, tok_hi)], segmenter, params)[0]
-
-
-def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = None, mode: str = "auto",
-               sentence_splitter=None):
+def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = None, mode: str = "auto",
+               sentence_splitter=None, progress: bool = False):
     """Unit spans tiling ``text``.
 
+    ``encoder``: the :class:`~headseg.segmenter.encode.UnitEncoder` whose heads cut long
+    unpunctuated stretches (None: sentence rules only).
     ``sentence_splitter``: a callable ``text -> [(start, end), ...]`` (pysbd,
     spaCy...) that replaces the sentence rules in the "rules" and "auto" modes;
     its spans are validated and made to tile the text
@@ -342,6 +339,8 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     ``mode="heads"``: line breaks, then the head detector inside every line.
     ``mode="auto"``: sentence rules, and the head detector inside any unit longer
     than ``params.auto_tokens`` (text without punctuation, e.g. transcripts).
+    ``progress=True``: a bar on stderr (on a terminal) while long unpunctuated text
+    goes through the detector.
     """
     params = params or UnitParams()
 
@@ -350,12 +349,12 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
             return split_sentences(text)
         return tile_spans(text, sentence_splitter(text))
 
-    if mode == "rules" or segmenter is None:
+    if mode == "rules" or encoder is None:
         return _merge_blank(text, sentences())
     if doc is None:
         from headseg.analysis.text import tokenize
 
-        doc = tokenize(text, segmenter.loaded.tokenizer)
+        doc = tokenize(text, encoder.tokenizer)
     base = _lines(text) if mode == "heads" else sentences()
     base = _merge_blank(text, base)
     if len(doc) == 0:
@@ -370,9 +369,9 @@ def find_units(text: str, segmenter=None, doc=None, params: UnitParams | None = 
     if todo:
         tokens = sum(hi - lo for lo, hi in todo)
         # A bar only where the detector has real work (long unpunctuated text): short texts stay quiet.
-        quiet = not params.progress or tokens < 8192
+        quiet = not progress or tokens < 8192
         with progress_bar(total=None, desc="unit detection", disable=quiet, unit="window") as bar:
-            found = iter(detect_lines(text, doc, todo, segmenter, params, progress=bar))
+            found = iter(detect_lines(text, doc, todo, encoder, params, progress=bar))
     out = []
     for a, b, lo, hi, detect in spans:
         if not detect:

@@ -28,7 +28,7 @@ from headseg.analysis.reading import decode_text, file_size, read_head, read_tex
 from headseg.analysis.writing import atomic_save_npz
 from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
-from headseg.analysis.text import Window, make_windows, split_sentences, tokenize
+from headseg.analysis.text import WINDOW_TOKENS, Window, make_windows, split_sentences, tokenize
 
 #: Matrix kinds the matrix pane cycles through with ``a``.
 KINDS = ("similarity", "attention", "norm", "sentences")
@@ -256,7 +256,7 @@ class DocumentModel:
         cls,
         text: str,
         source,
-        max_tokens: int = 128,
+        max_tokens: int = WINDOW_TOKENS,
         max_windows: int = DEFAULT_MAX_WINDOWS,
         note: str = "",
         cache_size: int = 8,
@@ -407,7 +407,7 @@ def sentence_segmentation(text: str) -> MarkedSpans:
 
 
 class AutoSegmenter:
-    """Units and topics from ``segmenter.api.Segmenter`` when it exists and works.
+    """Units and topics from ``headseg.Segmenter`` when it exists and works.
 
     Returns ``(MarkedSpans, warning)``; on any failure the warning explains it
     and the segmentation falls back to sentences, because the TUI must keep
@@ -420,7 +420,7 @@ class AutoSegmenter:
 
     def __call__(self, text: str) -> tuple[MarkedSpans, str]:
         try:
-            from headseg.segmenter.api import Segmenter
+            from headseg.api import Segmenter
         except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
             return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
         try:

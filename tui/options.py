@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from headseg.analysis.text import WINDOW_TOKENS
+
 from .data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, DocumentModel
 
 
@@ -24,7 +26,7 @@ class AppOptions:
     ``loaded`` (a :class:`~headseg.analysis.model.LoadedModel`) skips loading
     ``model`` (a path or hub id; None = the embedded model).
 
-    ``segmenter`` is ``"auto"`` (``segmenter.api`` if present), ``None``
+    ``segmenter`` is ``"auto"`` (``headseg.api`` if present), ``None``
     (sentences only) or a callable ``text -> MarkedSpans | (MarkedSpans, warning)``.
     ``profile=None`` uses the shipped profile when it matches the model;
     ``report`` is a study's ``report.json`` whose per-head statistics colour the grid.
@@ -44,7 +46,7 @@ class AppOptions:
     profile: str | os.PathLike | None = None
     report: str | os.PathLike | None = None
     segmenter: Any = "auto"
-    max_tokens: int = 128
+    max_tokens: int = WINDOW_TOKENS
     max_windows: int = DEFAULT_MAX_WINDOWS
     head_bytes: int = DEFAULT_HEAD_BYTES
     color_system: str = "auto"

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..capture import TorchBackend
-from ..text import window_width
+from ..text import WINDOW_TOKENS, window_width
 from ..errors import HeadsegError, InputError, ProfileError
 from ..reading import DEFAULT_MAX_BYTES, read_json_object
 from ..writing import atomic_save_npz, atomic_write_json
@@ -49,7 +49,7 @@ class StudyConfig:
     corpus: list[str]
     out: str
     samples: int = 20000
-    seq_len: int = 128
+    seq_len: int = WINDOW_TOKENS
     seed: int = 0
     batch_size: int = 32
     top_fraction: float = 0.05

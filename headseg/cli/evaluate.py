@@ -18,6 +18,7 @@ from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.outputs import check_output_path, output_lock
 from headseg.analysis.reading import read_start
 
+from headseg import evaluation as _headseg_method  # noqa: F401  # registers headseg among the methods
 from headseg.segmenter.evaluation.harness import RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS
 from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 
+from headseg.analysis.text import WINDOW_TOKENS
 from headseg.analysis.errors import InputError
 from headseg.analysis.outputs import check_output_path, output_lock
 from headseg.analysis.reading import read_text
@@ -153,7 +154,8 @@ def register(sub) -> None:
     options.add_model(p)
     options.add_device(p)
     p.add_argument("--window", type=int, default=0, help="which window of a long text (0-based)")
-    p.add_argument("--max-tokens", type=int, default=128, help="window size in tokens (default 128)")
+    p.add_argument("--max-tokens", type=int, default=WINDOW_TOKENS,
+                   help=f"window size in tokens (default {WINDOW_TOKENS})")
     p.add_argument("--top", type=int, default=10, help="how many pairs to list")
     p.add_argument("--cosine", action="store_true", help="cosine instead of the paper's dot product")
     p.add_argument("--save", metavar="OUT.npz", help="write Z, S, A, norms for all heads")

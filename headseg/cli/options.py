@@ -14,8 +14,7 @@ import math
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.reading import DEFAULT_MAX_BYTES
-from headseg.export.artifact import PRECISIONS
-from headseg.export.backends import backend_help, backend_names
+from headseg.config import add_config_flags
 
 #: the modules of the per-head (torch) path: ``study``, ``inspect``, ``tui``, ``--backend torch``
 TORCH_MODULES = ("torch", "transformers")
@@ -33,26 +32,19 @@ def require(*modules: str) -> None:
             raise ModuleNotFoundError(f"No module named '{module}'", name=module)
 
 
-#: ``--device`` has one meaning in every command: where the model runs.
-DEVICES = ("auto", "cpu", "cuda")
-
-
 def add_model(p: argparse.ArgumentParser) -> None:
-    """``--model PATH``: the encoder to load (default: the embedded one)."""
-    p.add_argument("--model", default=None, metavar="PATH",
-                   help="local Hugging Face model directory or cached hub id (default: embedded all-MiniLM-L6-v2)")
+    """``--model PATH``: the encoder to load (default: the embedded one; :class:`SegmenterConfig`)."""
+    add_config_flags(p, "model")
 
 
 def add_profile(p: argparse.ArgumentParser, help: str | None = None) -> None:
     """``--profile HEADS.json``: the head profile to use (``help`` replaces the default text)."""
-    p.add_argument("--profile", default=None, metavar="HEADS.json",
-                   help=help or "head profile from `headseg study` (default: the one shipped for the embedded model)")
+    add_config_flags(p, "profile", helps={"profile": help} if help else None)
 
 
-def add_device(p: argparse.ArgumentParser, default: str = "auto") -> None:
-    """``--device``: where the model runs, one of :data:`DEVICES`."""
-    p.add_argument("--device", choices=DEVICES, default=default,
-                   help=f"where the model runs: cuda when a GPU is usable (auto), cpu or cuda (default {default})")
+def add_device(p: argparse.ArgumentParser) -> None:
+    """``--device``: where the model runs, one of :data:`headseg.config.DEVICES`."""
+    add_config_flags(p, "device")
 
 
 def add_engine(p: argparse.ArgumentParser, what: str = "") -> None:
@@ -60,12 +52,9 @@ def add_engine(p: argparse.ArgumentParser, what: str = "") -> None:
 
     ``what`` names the user of the engine in the help, e.g. ``"for the headseg method"``.
     """
-    p.add_argument("--backend", choices=backend_names(), default="auto",
-                   help=(f"backend {what} (default auto: the ONNX engine)" if what else backend_help()))
-    p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help=(f"ONNX precision {what} (default: the device's)" if what else
-                         "ONNX precision (default: int8 on CPU, fp16 on CUDA; fp32 gives exactly the torch "
-                         "path's boundaries)"))
+    helps = {"backend": f"backend {what} (default auto: the ONNX engine)",
+             "precision": f"ONNX precision {what} (default: the device's)"} if what else None
+    add_config_flags(p, "backend", "precision", helps=helps)
 
 
 def add_input(p: argparse.ArgumentParser) -> None:

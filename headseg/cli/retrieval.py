@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for name in names:
         if name == "headseg":
-            from headseg.segmenter.api import Segmenter
+            from headseg.api import Segmenter
 
             seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend,
                             precision=args.precision, quiet=args.quiet)

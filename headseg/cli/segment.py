@@ -18,7 +18,7 @@ journaled documents and appends the rest, so an interrupted run loses at most
 the batch in flight.  The journal is removed when every document is done;
 documents that failed keep it, and ``--resume`` retries them.  ``--resume`` of
 a FILE without a journal is a finished run (nothing to do) only when FILE is
-a headseg JSONL output (:func:`.sinks.is_segment_output`: its first line is a
+a headseg JSONL output (:func:`.formats.is_segment_output`: its first line is a
 record with exactly the record fields); any other file is refused (exit 2).
 Other formats with ``--out`` are written to a temporary file beside the target
 and renamed at the end.
@@ -45,17 +45,19 @@ from headseg.analysis.ray import probe_address
 from headseg.analysis.memory import release_memory
 from headseg.analysis.progress import progress_bar
 
-from headseg.segmenter.api import DEFAULT_BATCH_DOCS, DocumentError
+from headseg.config import SegmenterConfig, add_config_flags
 from headseg.segmenter.options import SegmentOptions, add_option_flags
+from headseg.segmenter.stream import DEFAULT_BATCH_DOCS, DocumentError
 
 from . import options
 from .inputs import Source, expand_inputs, iter_documents
-from .sinks import (JournalSink, ParquetSink, Sink, StreamSink, check_journal, check_journal_end, check_output,
-                    document_digest, is_segment_output, journal_path, read_journal, report_failed)
+from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output
+from .journal import JournalSink, check_journal, check_journal_end, document_digest, journal_path, read_journal
+from .sinks import Sink, report_failed
 
-#: what a resumed run must share with the interrupted one besides the segmentation options and the inputs
-RESUME_KEYS = ("unit_mode", "model", "profile", "backend", "artifact", "precision", "input_format", "text_field",
-               "id_field", "encoding")
+#: how the inputs are read: what a resumed run must share besides the segmentation options and the
+#: segmenter's configuration (:meth:`SegmenterConfig.resume_settings`)
+READING_KEYS = ("input_format", "text_field", "id_field", "encoding")
 
 
 def run(args) -> int:
@@ -101,7 +103,7 @@ def writes_file(args) -> bool:
 
 def journaled(args) -> bool:
     """Whether the output is JSONL appended to ``--out`` with a journal (``--resume`` works on it)."""
-    return writes_file(args) and args.format == "jsonl"
+    return writes_file(args) and get_format(args.format).journaled
 
 
 def check_args(args) -> SegmentOptions:
@@ -115,13 +117,16 @@ def check_args(args) -> SegmentOptions:
         raise InputError("--artifact is served by the ONNX engine: it does not go with --backend torch")
     if args.force and not writes_file(args):
         raise InputError("--force goes with --out FILE")
+    fmt = get_format(args.format)
     if args.resume and not journaled(args):
-        raise InputError("--resume needs --format jsonl and --out FILE")
-    if args.format == "parquet" and not writes_file(args):
-        raise InputError("--format parquet needs --out FILE")
+        journals = " or ".join(n for n in format_names() if get_format(n).journaled)
+        raise InputError(f"--resume needs --format {journals} and --out FILE")
+    if fmt.needs_file and not writes_file(args):
+        raise InputError(f"--format {fmt.name} needs --out FILE")
     if args.engine == "ray":
-        if not writes_file(args) or args.format not in ("jsonl", "parquet"):
-            raise InputError("--engine ray needs --format jsonl or parquet and --out FILE")
+        if not writes_file(args) or not fmt.records:
+            rows = " or ".join(n for n in format_names() if get_format(n).records)
+            raise InputError(f"--engine ray needs --format {rows} and --out FILE")
         if args.resume:
             raise InputError("--resume is for the local engine; the ray engine rewrites --out")
         if args.address:
@@ -154,7 +159,8 @@ def report_missing(missing: list[tuple[str, str]]) -> int:
 def settings_of(args, opts: SegmentOptions, sources: list[Source]) -> dict:
     """What a resumed run must share with the interrupted one."""
     out = opts.settings()
-    out.update({k: getattr(args, k) for k in RESUME_KEYS})
+    out.update(config_of(args).resume_settings())
+    out.update({k: getattr(args, k) for k in READING_KEYS})
     out["inputs"] = [s.path for s in sources]
     return out
 
@@ -185,28 +191,26 @@ def check_resume(args, settings: dict, sources: list[Source]) -> bool:
     return True
 
 
+def config_of(args) -> SegmenterConfig:
+    """The segmenter's configuration on the command line (validated, nothing loaded)."""
+    return SegmenterConfig.from_args(args, quiet=args.quiet)
+
+
 def load_segmenter(args):
     """The :class:`Segmenter` the command line asks for (the model loads here)."""
     if args.threads and args.backend == "torch":
         import torch  # the command owns its process; the ONNX engine takes its threads below
 
         torch.set_num_threads(args.threads)
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
-    seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend, device=args.device,
-                    batch_size=args.batch_size, unit_mode=args.unit_mode, artifact=args.artifact,
-                    precision=args.precision, threads=args.threads, quiet=args.quiet)
-    seg.unit_params.progress = not args.quiet
-    return seg
+    return Segmenter(config=config_of(args))
 
 
 def open_sink(args, settings: dict, single: bool) -> Sink:
-    """The sink for ``--format``/``--out``: journaled JSONL, Parquet, or a stream (``single``: one text document)."""
-    if journaled(args):
-        return JournalSink(args.out, settings, args.resume)
-    if args.format == "parquet":
-        return ParquetSink(args.out)
-    return StreamSink(args.format, single and args.format != "jsonl", args.out if writes_file(args) else None)
+    """The sink of ``--format`` for ``--out`` (``single``: one text document), from the format registry."""
+    return get_format(args.format).open(SinkTarget(args.out if writes_file(args) else None, single=single,
+                                                   settings=settings, resume=args.resume))
 
 
 def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], bool]:
@@ -252,7 +256,8 @@ def segment_into(sink: Sink, segmenter, opts: SegmentOptions, docs: Iterator[tup
         if resumed:
             bar.update(resumed)
         i = 0
-        for batch in segmenter.iter_segment_batches(texts(), opts, batch_docs=args.docs_per_batch, errors="yield"):
+        for batch in segmenter.iter_segment_batches(texts(), opts, batch_docs=args.docs_per_batch, errors="yield",
+                                                    unit_progress=not args.quiet):
             good = []
             for res in batch:
                 n, doc_id = meta.pop(i)
@@ -278,27 +283,18 @@ def register(sub) -> None:
     p.add_argument("files", nargs="+", metavar="INPUT",
                    help="text files, folders (*.txt, *.text, *.md, *.ref, *.jsonl, *.parquet inside), JSONL or "
                         "Parquet corpora, or '-' for stdin")
-    p.add_argument("--format", choices=("text", "jsonl", "json", "parquet"), default="text",
-                   help="output format (parquet needs --out and pyarrow)")
+    p.add_argument("--format", choices=format_names(), default=format_names()[0], help=format_help())
     p.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
                    help="how to read inputs: by suffix (auto: .jsonl, .parquet, else text), or all as one format")
     p.add_argument("--text-field", default="text", help="JSONL/Parquet field holding the text (default text)")
     p.add_argument("--id-field", default="id",
                    help="JSONL/Parquet field holding the document id, written as 'document' (default id; "
                         "without it, FILE:LINE)")
-    options.add_model(p)
-    options.add_profile(p)
-    options.add_engine(p)
-    p.add_argument("--artifact", default=None, metavar="DIR",
-                   help="serve this exported artifact (from `headseg export --out DIR`)")
-    options.add_device(p)
-    p.add_argument("--unit-mode", choices=("auto", "rules", "heads"), default="auto",
-                   help="units from sentence rules with the heads' block detector for long unpunctuated "
-                        "stretches (auto), rules only, or the heads' detector everywhere")
+    # --model --profile --artifact --backend --precision --device --threads --batch-size --unit-mode
+    add_config_flags(p, command="segment")
     # --level --segments --min-chars --max-chars --max-tokens --target-tokens --penalty; the records
     # tile the text, so the overlapped chunks (the API's meta["chunks"], the adapters) are not offered
     add_option_flags(p, exclude=("overlap",))
-    p.add_argument("--batch-size", type=int, default=64, help="model windows per forward pass")
     p.add_argument("--docs-per-batch", type=int, default=DEFAULT_BATCH_DOCS,
                    help=f"documents segmented and written together (default {DEFAULT_BATCH_DOCS}); "
                         "memory is bounded by this, and an interrupted run loses at most one batch")
@@ -309,8 +305,6 @@ def register(sub) -> None:
                    help="continue an interrupted --format jsonl --out FILE run: skip the documents it finished "
                         "(refused if they changed since)")
     options.add_force(p)
-    p.add_argument("--threads", type=int, default=None,
-                   help="local engine: intra-op threads of the model (default: one per core)")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (this process) or ray (Ray Data actors; needs the 'ray' extra)")
     p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")

@@ -1,4 +1,4 @@
-"""``headseg segment --engine ray``: the corpus through a pool of Ray actors (:mod:`headseg.segmenter.distributed`).
+"""``headseg segment --engine ray``: the corpus through a pool of Ray actors (:mod:`headseg.distributed`).
 
 A reading task per file streams the documents of a Parquet file (read with the
 local engine's own :func:`~.inputs.parquet_documents`: the same ids, texts and
@@ -19,11 +19,13 @@ from typing import Iterator
 from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.segments import RECORD_FIELDS
 from headseg.analysis.ray import ray_session
-from headseg.segmenter.distributed import SegmentActor
+from headseg.distributed import SegmentActor
+from headseg.config import SegmenterConfig
 from headseg.segmenter.options import SegmentOptions
 
 from .inputs import Source, jsonl_lines, parquet_documents
-from .sinks import ParquetSink, Sink, StreamSink, report_failed
+from .formats import SinkTarget, get_format
+from .sinks import Sink, report_failed
 
 #: a reading task hands on the lines of a JSONL file (the documents of a Parquet file) in pieces of at most
 #: this many lines (documents) ...
@@ -42,8 +44,8 @@ def segment_corpus_ray(args, options: SegmentOptions, sources: list[Source], fai
 
 def _run(args, options: SegmentOptions, sources: list[Source], failed: int) -> int:
     ds = _segmented(_read_corpus(sources, args), args, options, jsonl=sources[0].kind == "jsonl")
-    sink: Sink = (ParquetSink(args.out) if args.format == "parquet"
-                  else StreamSink("jsonl", False, args.out, direct=True))
+    # no settings: the Ray engine rewrites --out (no journal, no --resume)
+    sink: Sink = get_format(args.format).open(SinkTarget(args.out))
     ok = False
     try:
         failed += _write_rows(ds, sink)
@@ -193,13 +195,13 @@ def _segmented(ds, args, options: SegmentOptions, jsonl: bool):
     # paths, not weights, travel to the workers: each resolves them itself
     model = None if args.model is None else os.path.abspath(args.model) if os.path.isdir(args.model) else args.model
     profile = None if args.profile is None else os.path.abspath(args.profile)
+    config = SegmenterConfig.from_args(args, model=model, profile=profile, quiet=True,
+                                       device="cuda" if gpus > 0 and args.device == "auto" else args.device,
+                                       threads=None if gpus > 0 else 1)
     return ds.map_batches(
         SegmentActor,
-        fn_constructor_kwargs=dict(model=model, profile=profile, backend=args.backend,
-                                   device="cuda" if gpus > 0 and args.device == "auto" else args.device,
-                                   batch_size=args.batch_size, unit_mode=args.unit_mode, options=options,
-                                   text_field=args.text_field, id_field=args.id_field,
-                                   threads=None if gpus > 0 else 1,
+        fn_constructor_kwargs=dict(config=config, options=options, text_field=args.text_field,
+                                   id_field=args.id_field,
                                    jsonl=dict(encoding=args.encoding, max_bytes=args.max_bytes) if jsonl else None),
         batch_size=args.docs_per_batch,
         batch_format="pyarrow",  # Python values, as the local engine reads them (SegmentActor)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 
-from headseg.analysis.errors import InputError
-
-from . import options
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.settings import add_flags, values_from_args
+from headseg.config import SegmenterConfig, add_config_flags
 
 #: where the API key is read from when ``--api-key`` is not given
 API_KEY_ENV = "HEADSEG_API_KEY"
@@ -29,21 +29,12 @@ def register(sub) -> None:
                                    "by a token budget; a full queue answers 429.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
-    options.add_model(p)
-    options.add_profile(p)
-    options.add_engine(p)
-    p.add_argument("--artifact", default=None, metavar="DIR", help="serve this exported artifact")
-    options.add_device(p)
-    p.add_argument("--threads", type=int, default=None, help="model threads (default: one per core): int8 on CPU runs that many windows side by side, other precisions use them as intra-op threads")
-    p.add_argument("--max-batch-tokens", type=int, default=16384,
-                   help="token budget of one model call, shared by concurrent requests (default 16384)")
-    p.add_argument("--max-queue", type=int, default=512,
-                   help="documents admitted at once; more are answered 429 with Retry-After (default 512)")
-    p.add_argument("--max-request-bytes", type=int, default=2 * 1024 * 1024,
-                   help="largest request body; larger ones are answered 413 (default 2 MiB)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="documents segmented side by side in this process (threads; default two per model "
-                        "thread, at most 16): each holds its document's working memory")
+    from headseg.serve.engine import ServeConfig
+
+    # --model --profile --artifact --backend --precision --device --threads (SegmenterConfig), then the
+    # service's own limits (ServeConfig): declared once, with their defaults
+    add_config_flags(p, command="serve")
+    add_flags(p, ServeConfig)
     p.add_argument("--api-key", default=None,
                    help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -85,15 +76,13 @@ def config_of(args):
     if args.replicas < 1:
         raise InputError(f"--replicas must be at least 1 (got {args.replicas})")
     key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
+    from headseg.serve.engine import SERVE_BATCH_SIZE
+
+    segmenter = SegmenterConfig.from_args(args, batch_size=SERVE_BATCH_SIZE)
     try:
-        return ServeConfig(model=args.model, profile=args.profile, artifact=args.artifact, backend=args.backend,
-                           precision=args.precision, device=args.device, threads=args.threads,
-                           max_batch_tokens=args.max_batch_tokens, max_queue=args.max_queue,
-                           max_request_bytes=args.max_request_bytes, workers=args.workers, api_key=key)
-    except InputError:
-        raise
-    except Exception as exc:
-        raise InputError(f"--{str(exc)}") from None
+        return ServeConfig(segmenter=segmenter, api_key=key, **values_from_args(ServeConfig, args))
+    except HeadsegError as exc:
+        raise InputError(f"--{exc}") from None
 
 
 def run(args) -> int:

@@ -14,6 +14,7 @@ from headseg.analysis.model import load_model
 from headseg.analysis.study import Study, StudyConfig, run_study
 from headseg.analysis.study.corpus import CorpusDocument, read_corpus
 from headseg.analysis.study.runner import CHECKPOINT, OUTPUT_FILES, check_out_dir
+from headseg.analysis.text import WINDOW_TOKENS
 
 from . import options
 
@@ -110,7 +111,8 @@ def register(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     options.add_model(p)
     p.add_argument("--samples", type=int, default=20000, help="number of windows (default 20000)")
-    p.add_argument("--seq-len", type=int, default=128, help="window length in tokens incl. special tokens (default 128)")
+    p.add_argument("--seq-len", type=int, default=WINDOW_TOKENS,
+                   help=f"window length in tokens incl. special tokens (default {WINDOW_TOKENS})")
     p.add_argument("--seed", type=int, default=0, help="seed for sample drawing and the permutation null")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--top-fraction", type=float, default=0.05,

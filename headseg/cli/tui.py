@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from headseg.analysis.text import WINDOW_TOKENS
 from headseg.analysis.errors import InputError
 from headseg.analysis.reading import read_json_object
 from headseg.analysis.progress import is_terminal
@@ -27,7 +28,8 @@ def register(sub) -> None:
     options.add_model(p)
     p.add_argument("--profile", metavar="heads.json", help="head profile whose heads are marked (default: the shipped one)")
     p.add_argument("--report", metavar="DIR/report.json", help="study report with per-head statistics for the grid")
-    p.add_argument("--max-tokens", type=int, default=128, help="window size in tokens (default 128)")
+    p.add_argument("--max-tokens", type=int, default=WINDOW_TOKENS,
+                   help=f"window size in tokens (default {WINDOW_TOKENS})")
     p.add_argument("--max-windows", type=int, default=DEFAULT_MAX_WINDOWS,
                    help=f"show at most this many windows of a long text (default {DEFAULT_MAX_WINDOWS})")
     p.add_argument("--head-bytes", type=int, default=DEFAULT_HEAD_BYTES,

@@ -14,8 +14,10 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.profile import HeadProfile
 from headseg.analysis.segments import Segment, Segmentation
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
+from headseg.config import SegmenterConfig
 from headseg.segmenter.options import SegmentOptions, option_names
 
 
@@ -44,19 +46,28 @@ class SegmenterRunner:
     """A :class:`Segmenter` (given, or built on first use) and the :class:`SegmentOptions` every call passes it.
 
     ``options`` are :class:`SegmentOptions`' fields as keyword arguments,
-    validated here (a token counter given by name is loaded here, once).
+    validated here (a token counter given by name is loaded here, once).  The
+    segmenter is built from :attr:`config`, a :class:`SegmenterConfig` of the
+    adapter's ``model``/``profile``/``backend``/``device`` (``config``: one to
+    start from); a profile may also be a :class:`HeadProfile` object.
     """
 
     def __init__(self, segmenter: Segmenter | None = None, *, model: str | os.PathLike | None = None,
-                 profile: Any = None, backend: str = "auto", device: str | None = None, **options: Any):
+                 profile: Any = None, backend: str = "auto", device: str | None = None,
+                 config: SegmenterConfig | None = None, **options: Any):
         if segmenter is not None:
             if not isinstance(segmenter, Segmenter):
                 raise HeadsegError(f"segmenter must be a headseg Segmenter (got {type(segmenter).__name__})")
-            if model is not None or profile is not None or backend != "auto" or device is not None:
+            if model is not None or profile is not None or backend != "auto" or device is not None \
+                    or config is not None:
                 raise HeadsegError("pass either a ready segmenter or model/profile/backend/device, not both")
         self._segmenter = segmenter
         self.given = segmenter is not None
-        self.build_args = {"model": model, "profile": profile, "backend": backend, "device": device}
+        #: a profile given as an object (a config holds names and paths only)
+        self.profile_object = profile if isinstance(profile, HeadProfile) else None
+        named = {"model": model, "profile": None if self.profile_object is not None else profile,
+                 "backend": backend, "device": device}
+        self.config = SegmenterConfig.of(config, **{k: v for k, v in named.items() if v is not None})
         self.options = adapter_options(options)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -72,7 +83,6 @@ class SegmenterRunner:
         # A copy of an adapter shares its model (read-only, and a Segmenter cannot be copied).
         new = object.__new__(type(self))  # not copy.copy: that goes through __getstate__
         new.__dict__.update(self.__dict__)
-        new.build_args = dict(self.build_args)
         memo[id(self)] = new
         return new
 
@@ -87,7 +97,7 @@ class SegmenterRunner:
         if self._segmenter is None:
             with _BUILD_LOCK:
                 if self._segmenter is None:
-                    self._segmenter = Segmenter(**self.build_args)
+                    self._segmenter = Segmenter(profile=self.profile_object, config=self.config)
         return self._segmenter
 
     def segment_many(self, texts: Sequence[str]) -> list[Segmentation]:

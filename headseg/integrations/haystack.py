@@ -21,7 +21,7 @@ from typing import Any
 from haystack import Document, component, default_from_dict, default_to_dict
 from haystack.core.errors import SerializationError
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.options import option_names
 
 from ._common import SegmenterRunner, chunk_segments, page_numbers
@@ -102,9 +102,10 @@ class HeadsegDocumentSplitter:
         # path, and only when given, so that a file stays loadable by a version without a newer one.
         values.update({name: _plain(name, getattr(opts, name)) for name in option_names()
                        if name not in values and getattr(opts, name) is not None})
-        args = self.runner.build_args
-        return default_to_dict(self, model=_plain("model", args["model"]), profile=_plain("profile", args["profile"]),
-                               backend=args["backend"], device=args["device"],
+        c = self.runner.config
+        profile = self.runner.profile_object if self.runner.profile_object is not None else c.profile
+        return default_to_dict(self, model=_plain("model", c.model), profile=_plain("profile", profile),
+                               backend=c.backend, device=c.device,
                                skip_empty_documents=self.skip_empty_documents, **values)
 
     @classmethod

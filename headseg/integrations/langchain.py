@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.stream import iterable_of
 
 from ._common import SegmenterRunner, chunk_segments

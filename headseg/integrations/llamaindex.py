@@ -25,7 +25,7 @@ from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode, Document, MetadataMode
 from llama_index.core.utils import get_tqdm_iterable
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
 from ._common import UNPICKLABLE, SegmenterRunner, chunk_segments

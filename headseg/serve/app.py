@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from headseg.analysis.errors import HeadsegError
-from headseg.segmenter.batcher import Cancelled
+from headseg.export.batcher import Cancelled
 
 from .engine import Engine, ServeConfig
 from .page import page_html

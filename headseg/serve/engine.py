@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.memory import release_memory
-from headseg.segmenter.aio import DEFAULT_WORKERS, AsyncRunner
-from headseg.segmenter.batcher import DEFAULT_MAX_BATCH_TOKENS
+from headseg.analysis.settings import flag
+from headseg.config import SegmenterConfig, config_names
+from headseg.export.runner import DEFAULT_WORKERS, AsyncRunner
 from headseg.segmenter.options import SegmentOptions
 
 from .metrics import Metrics
@@ -19,6 +22,8 @@ from .metrics import Metrics
 DEFAULT_MAX_QUEUE = 512
 #: largest request body, in bytes
 DEFAULT_MAX_REQUEST_BYTES = 2 * 1024 * 1024
+#: the service's segmenter: windows per capture call (the batcher packs the calls of all requests)
+SERVE_BATCH_SIZE = 16
 
 #: a short text segmented at start-up, so the first request finds the graph warm
 _WARM_TEXT = ("The model is loaded once. Its graph runs here for the first time.\n\n"
@@ -29,46 +34,57 @@ _WARM_TEXT = ("The model is loaded once. Its graph runs here for the first time.
 class ServeConfig:
     """What ``headseg serve`` runs and its limits (the command-line flags, without host and port).
 
-    ``model``/``profile``/``artifact``: as for :class:`~headseg.Segmenter` (the
-    operator's choice; a request never names a path).  ``max_batch_tokens``:
-    token budget of one model call; ``max_queue``: documents admitted at once
-    (more: 429); ``max_request_bytes``: largest body (more: 413); ``api_key``:
-    required as ``Authorization: Bearer KEY`` or ``X-API-Key`` when set.
-    ``workers``: documents segmented side by side (threads; None: :func:`default_workers`).
+    ``segmenter``: the :class:`~headseg.config.SegmenterConfig` of the one
+    segmenter (the operator's choice; a request never names a path).  The
+    service's own limits carry their flags as the segmenter's settings do:
+    ``max_batch_tokens``: token budget of one model call; ``max_queue``:
+    documents admitted at once (more: 429); ``max_request_bytes``: largest body
+    (more: 413); ``workers``: documents segmented side by side (threads; None:
+    :func:`default_workers`); ``api_key``: required as ``Authorization: Bearer
+    KEY`` or ``X-API-Key`` when set (the command reads it from ``--api-key`` or
+    the environment, never the library).  :meth:`of` takes the segmenter's
+    settings as keywords too.
     """
 
-    model: str | None = None
-    profile: str | None = None
-    artifact: str | None = None
-    backend: str = "auto"
-    precision: str | None = None
-    device: str | None = "auto"
-    threads: int | None = None
-    batch_size: int = 16
-    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
-    max_queue: int = DEFAULT_MAX_QUEUE
-    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
-    workers: int | None = None
+    segmenter: SegmenterConfig = field(default_factory=lambda: SegmenterConfig(batch_size=SERVE_BATCH_SIZE))
+    max_batch_tokens: int = field(default=DEFAULT_MAX_BATCH_TOKENS, metadata=flag(
+        "--max-batch-tokens", f"token budget of one model call, shared by concurrent requests "
+                              f"(default {DEFAULT_MAX_BATCH_TOKENS})", type=int))
+    max_queue: int = field(default=DEFAULT_MAX_QUEUE, metadata=flag(
+        "--max-queue", f"documents admitted at once; more are answered 429 with Retry-After "
+                       f"(default {DEFAULT_MAX_QUEUE})", type=int))
+    max_request_bytes: int = field(default=DEFAULT_MAX_REQUEST_BYTES, metadata=flag(
+        "--max-request-bytes", "largest request body; larger ones are answered 413 (default 2 MiB)", type=int))
+    workers: int | None = field(default=None, metadata=flag(
+        "--workers", f"documents segmented side by side in this process (threads; default two per model "
+                     f"thread, at most {DEFAULT_WORKERS}): each holds its document's working memory", type=int))
     api_key: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "workers", "batch_size"):
+        if not isinstance(self.segmenter, SegmenterConfig):
+            raise HeadsegError(f"segmenter must be a SegmenterConfig (got {type(self.segmenter).__name__})")
+        for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "workers"):
             v = getattr(self, name)
             if name == "workers" and v is None:
                 continue  # default_workers(threads)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {v!r})")
-        # None is one thread per core; 0 or less would be passed on to the runtime as is
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
-                                         or self.threads < 1):
-            raise HeadsegError(f"threads must be a positive integer (got {self.threads!r})")
         if self.api_key is not None and not self.api_key:
             raise HeadsegError("api-key must not be empty")
+
+    @classmethod
+    def of(cls, config: "ServeConfig | None" = None, **settings: Any) -> "ServeConfig":
+        """``config`` (default: the defaults) with ``settings`` applied: the service's own fields and any
+        :class:`SegmenterConfig` field (``model=...``, ``threads=...``), e.g. ``ServeConfig.of(threads=1)``."""
+        config = config or cls()
+        mine = {k: v for k, v in settings.items() if k not in config_names()}
+        theirs = {k: v for k, v in settings.items() if k in config_names()}
+        return replace(config, segmenter=SegmenterConfig.of(config.segmenter, **theirs), **mine)
 
 
 def default_workers(threads: int | None) -> int:
     """Documents segmented side by side when nobody says: two per model thread (``threads``, or one per
-    core when None), at most :data:`~headseg.segmenter.aio.DEFAULT_WORKERS`.
+    core when None), at most :data:`~headseg.export.runner.DEFAULT_WORKERS`.
 
     Two keep the model busy (one document's Python steps, tokenizing, pooling and the topic search, run
     while another's windows are in the model); more only contend for the GIL and the cores.  Counting
@@ -108,17 +124,14 @@ class Engine:
         with self._lock:
             if self.runner is not None:
                 return self
-            from headseg.segmenter.api import Segmenter
+            from headseg.api import Segmenter
 
             c = self.config
             if self.owns_process:
                 _limit_arenas()
             try:
-                seg = Segmenter(model=c.model, profile=c.profile, backend=c.backend, device=c.device,
-                                batch_size=c.batch_size, artifact=c.artifact, precision=c.precision,
-                                threads=c.threads, quiet=True)
-                seg.unit_params.progress = False
-                workers = default_workers(c.threads) if c.workers is None else c.workers
+                seg = Segmenter(config=replace(c.segmenter, quiet=True))
+                workers = default_workers(c.segmenter.threads) if c.workers is None else c.workers
                 runner = AsyncRunner(seg, c.max_batch_tokens, workers, on_batch=self.metrics.on_batch)
                 self.metrics.watch(runner.batcher)
                 runner.segment_many_sync([_WARM_TEXT], SegmentOptions())
@@ -153,9 +166,9 @@ class Engine:
         """What serves: model, backend, device, precision, profile (for ``/readyz``)."""
         if self.runner is None:
             return {}
-        seg = self.runner.segmenter
-        return {"model": seg.loaded.info.name, "backend": seg.backend.name, "device": seg.backend.device,
-                "precision": seg.backend.precision, "profile": seg.profile.hash(), "pid": os.getpid()}
+        pipeline, backend = self.runner.pipeline, self.runner.batcher.backend
+        return {"model": backend.info.name, "backend": backend.name, "device": backend.device,
+                "precision": backend.precision, "profile": pipeline.profile.hash(), "pid": os.getpid()}
 
 
 def _limit_arenas(arenas: int = 2) -> None:

@@ -33,7 +33,7 @@ class Metrics:
                                    "seconds the model lanes waited for windows, summed over the lanes", registry=r)
 
     def watch(self, batcher) -> None:
-        """Read the model lanes' counters from ``batcher`` (a :class:`~headseg.segmenter.batcher.Batcher`)
+        """Read the model lanes' counters from ``batcher`` (a :class:`~headseg.export.batcher.Batcher`)
         at each scrape."""
         self.model_lanes.set(batcher.lanes)
         self.model_busy.set_function(lambda: batcher.busy_seconds)

@@ -130,12 +130,14 @@ METHODS: Mapping[str, type[Method]] = MappingProxyType(_REGISTRY)
 M = TypeVar("M", bound=type[Method])
 
 
-def register_method(name: str, options: Sequence[str] = ()) -> Callable[[M], M]:
+def register_method(name: str, options: Sequence[str] = (), first: bool = False) -> Callable[[M], M]:
     """Class decorator: register a :class:`Method` subclass under ``name``.
 
     Sets the class's ``name`` and ``options`` (the constructor keywords
     ``headseg evaluate`` fills from its options of the same name, e.g.
-    ``("model",)`` from ``--model``).  Refuses a name already taken.
+    ``("model",)`` from ``--model``).  ``first``: at the head of the registry
+    order (headseg's own method, registered after the baselines it leads).
+    Refuses a name already taken.
     """
     if not isinstance(name, str) or not name or "," in name or name == "all":
         raise HeadsegError(f"a method name must be a non-empty string without ',' and not 'all' (got {name!r})")
@@ -147,7 +149,13 @@ def register_method(name: str, options: Sequence[str] = ()) -> Callable[[M], M]:
             raise HeadsegError(f"method '{name}' must be a Method subclass")
         cls.name = name
         cls.options = tuple(options)
-        _REGISTRY[name] = cls
+        if first:
+            rest = dict(_REGISTRY)
+            _REGISTRY.clear()
+            _REGISTRY[name] = cls
+            _REGISTRY.update(rest)
+        else:
+            _REGISTRY[name] = cls
         return cls
 
     return decorate

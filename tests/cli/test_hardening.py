@@ -122,7 +122,7 @@ def test_item2_two_processes_one_output(tmp_path, corpus, model_dir):
 
 # ------------------------------------------------------------------ item 3
 def test_item3_resume_refuses_a_changed_input(tmp_path, corpus, model_dir, capsys, monkeypatch):
-    from headseg.cli import sinks
+    from headseg.cli import journal as sinks
 
     out = tmp_path / "out.jsonl"
     argv = ["segment", str(corpus), "--format", "jsonl", "--docs-per-batch", "2", "--out", str(out),
@@ -198,7 +198,8 @@ def test_item4_force_for_a_file_headseg_did_not_write(tmp_path, corpus, capsys):
 
 
 def test_item4_segment_outputs_are_recognised(tmp_path):
-    from headseg.cli.sinks import StreamSink, is_segment_output
+    from headseg.cli.formats import is_segment_output
+    from headseg.cli.sinks import StreamSink
 
     docs = [(0, "a", Segmentation.from_boundaries("One topic. Another topic.", [11])),
             (1, "b", Segmentation.from_boundaries("Just one.", []))]
@@ -378,7 +379,7 @@ def test_item11_api_checks_max_tokens_before_the_weights(embedded):
 
 # ------------------------------------------------------------------ item 12
 def test_item12_lone_surrogate(tiny_bert, tmp_path, model_dir, capsys):
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     seg = Segmenter(model=tiny_bert, backend="torch")
     with pytest.raises(InputError, match=r"lone surrogate U\+D800 at character 1"):

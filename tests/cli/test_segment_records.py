@@ -9,7 +9,7 @@ import pytest
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segmentation
 from headseg.cli import main
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 
 TEXT = ("The committee met on Monday. It approved the budget, after a long debate! "
         "Rain fell all night; the river rose quickly. Farmers moved their cattle to higher ground.\n\n"

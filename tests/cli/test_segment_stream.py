@@ -15,7 +15,7 @@ import pytest
 
 from headseg.analysis.errors import InputError
 from headseg.cli import main
-from headseg.segmenter.api import DocumentError, Segmenter
+from headseg.api import DocumentError, Segmenter
 
 SENTENCES = ["The committee met on Monday.", "It approved the budget after a long debate.",
              "Rain fell all night.", "The river rose quickly.", "Farmers moved their cattle.",
@@ -284,7 +284,7 @@ def test_resume_drops_a_torn_tail_and_refuses_other_settings(tmp_path, model_dir
     base = ["segment", str(corpus), "--model", model_dir, "--format", "jsonl", "--docs-per-batch", "2", "--quiet"]
     assert main([*base, "--out", str(full)]) == 0
 
-    from headseg.cli import sinks as seg_cli
+    from headseg.cli import journal as seg_cli
 
     real = seg_cli.JournalSink.write_batch
     calls = []

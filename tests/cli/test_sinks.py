@@ -9,7 +9,8 @@ import pytest
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segmentation
-from headseg.cli.sinks import JournalSink, ParquetSink, StreamSink, batch_records, read_journal
+from headseg.cli.journal import JournalSink, read_journal
+from headseg.cli.sinks import ParquetSink, StreamSink, batch_records
 
 DOCS = [(0, "a", Segmentation.from_boundaries("One topic. Another topic.", [11])),
         (1, "b", Segmentation.from_boundaries("Just one.", []))]

@@ -170,7 +170,13 @@ def test_int8_windows_run_alone_whatever_the_batch(tiny_bert, tmp_path, threads)
     out = tmp_path / "int8"
     export_artifact(tiny_bert, heads, "h", out, precision="int8", attention=True, norms=True)
     backend = OnnxBackend(tiny_bert, out, device="cpu", threads=threads, batch_size=3)
-    assert backend.per_window
+    assert backend.per_window and backend.precision == "int8"
+    # the traits a batcher reads (analysis.capture.CaptureBackend): one call per core side by side
+    assert backend.parallel_calls == backend.session.parallel_calls == threads
+    fp32 = tmp_path / "fp32"
+    export_artifact(tiny_bert, heads, "h", fp32, precision="fp32")
+    plain = OnnxBackend(tiny_bert, fp32, device="cpu", threads=threads)
+    assert (plain.per_window, plain.parallel_calls, plain.precision) == (False, 1, "fp32")
     ws = _mixed_windows(tiny_bert.tokenizer)
     assert len({len(w) for w in ws}) > 1
     batch = backend.capture(ws, attention=True, norms=True)
@@ -207,7 +213,7 @@ def test_fp16_keeps_io_types_and_is_close(tiny_bert, tmp_path):
 
 
 def test_segmenter_same_result_with_onnx_backend(tiny_bert, tmp_path):
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     info = tiny_bert.info
     prof = HeadProfile(model_fingerprint=info.fingerprint, heads=[(0, 1), (1, 2)], weights=[0.5, 0.5],

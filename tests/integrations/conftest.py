@@ -9,4 +9,4 @@ import pytest
 def tiny_segmenter(tiny_bert):
     from headseg import Segmenter
 
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 
 TEXT = "\n\n".join(" ".join([t] * 3) for t in [
     "The committee met on Monday. It approved the budget after a long debate.",
@@ -15,7 +15,7 @@ TEXT = "\n\n".join(" ".join([t] * 3) for t in [
 
 @pytest.fixture(scope="module")
 def seg(tiny_bert):
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
 
 
 def test_langchain_chunks_carry_overlapped_offsets(seg):

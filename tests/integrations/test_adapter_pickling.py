@@ -30,7 +30,7 @@ def test_an_adapter_built_from_names_pickles_after_loading_its_model(adapter, ti
     assert _runner(made).loaded
     again = pickle.loads(pickle.dumps(made))
     assert not _runner(again).loaded and _runner(again).options == _runner(made).options
-    assert _runner(again).build_args == _runner(made).build_args
+    assert _runner(again).config == _runner(made).config
     assert root.handlers == []
     assert adapter(None, model=str(tiny_bert_dir), backend="torch", max_chars=120)[1] == spans
     assert _segment(again) == _segment(made)

@@ -9,9 +9,8 @@ import itertools
 import numpy as np
 import pytest
 
-from headseg.analysis.text import tokenize
 from headseg.segmenter import lines
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter import topics
 from headseg.segmenter.cuts import CutPrior
 from headseg.segmenter.limits import SizeLimits

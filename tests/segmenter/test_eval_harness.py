@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from headseg.cli import main
-from headseg.segmenter.evaluation.baselines import EvenMethod, HeadsegMethod, RandomMethod
+from headseg.evaluation import HeadsegMethod
+from headseg.segmenter.evaluation.baselines import EvenMethod, RandomMethod
 from headseg.segmenter.evaluation.harness import Dataset, ResultStore, evaluate, format_markdown, format_tables
 from headseg.segmenter.evaluation.loaders import Document, iter_documents
 from headseg.segmenter.evaluation.methods import Method, Prediction
@@ -107,7 +108,7 @@ def test_oracle_k_given_only_to_methods_that_take_it_and_shared_records(tmp_path
 
 def test_setup_failure_fails_every_document_with_the_reason(monkeypatch):
     # A missing segmenter API (here: blocked import) is a per-document failure, not a crash.
-    monkeypatch.setitem(sys.modules, "headseg.segmenter.api", None)
+    monkeypatch.setitem(sys.modules, "headseg.api", None)
     m = HeadsegMethod()
     [s] = evaluate([Dataset("set", "x", _docs())], [m], quiet=True)
     assert (s.ok, s.failed) == (0, 3)

@@ -10,7 +10,8 @@ import pytest
 
 from headseg.analysis.profile import HeadProfile
 from headseg.cli import main
-from headseg.segmenter.evaluation.baselines import HeadsegMethod, RandomMethod
+from headseg.evaluation import HeadsegMethod
+from headseg.segmenter.evaluation.baselines import RandomMethod
 from headseg.segmenter.evaluation.harness import Dataset, ResultStore, evaluate, signature_diff
 from headseg.segmenter.evaluation.loaders import iter_documents
 

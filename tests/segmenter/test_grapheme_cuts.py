@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import regex
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.limits import grapheme_starts
 
 FAMILY = "\U0001F468\u200D\U0001F469\u200D\U0001F467\u200D\U0001F466"  # one cluster, 7 code points

@@ -19,7 +19,7 @@ TOPICS = (
 
 @pytest.fixture(scope="module")
 def segmenter():
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     return Segmenter(quiet=True)
 
@@ -27,7 +27,7 @@ def segmenter():
 def test_a_cancelled_asegment_leaves_no_unretrieved_error_for_the_loop(segmenter):
     """Cancelling the awaiting task is the caller's choice: the worker's own `Cancelled` must not reach
     the loop's exception handler ("Future exception was never retrieved", printed on stderr)."""
-    from headseg.segmenter.aio import runner_of
+    from headseg.export.runner import runner_of
 
     runner = runner_of(segmenter)
     worker_done = threading.Event()
@@ -120,9 +120,10 @@ def test_a_bad_progress_argument_is_refused_before_any_work(segmenter, monkeypat
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"max_tokens": 4}, "max_tokens must be between 8 and 512"),
-    ({"max_tokens": "128"}, "max_tokens must be an integer"),
-    ({"max_tokens": 100.5}, "max_tokens must be an integer"),
+    ({"window_tokens": 4}, "window_tokens must be an integer of at least 8"),
+    ({"window_tokens": 513}, "window_tokens must be between 8 and 512"),
+    ({"window_tokens": "128"}, "window_tokens must be an integer"),
+    ({"window_tokens": 100.5}, "window_tokens must be an integer"),
     ({"threads": 0}, "threads must be a positive integer"),
     ({"threads": "2"}, "threads must be a positive integer"),
     ({"params": {"penalty": 1}}, "params must be a TopicParams"),
@@ -131,7 +132,7 @@ def test_a_bad_progress_argument_is_refused_before_any_work(segmenter, monkeypat
 ])
 def test_constructor_arguments_are_checked_before_the_backend_is_built(monkeypatch, kwargs, message):
     """A bad argument must not cost an export of the serving graph into the cache first."""
-    import headseg.segmenter.api as api
+    import headseg.api as api
 
     def no_backend(*args, **kw):
         raise AssertionError("built a backend for a bad argument")
@@ -143,7 +144,7 @@ def test_constructor_arguments_are_checked_before_the_backend_is_built(monkeypat
 
 def test_a_precision_is_refused_by_the_torch_backend_not_ignored():
     """torch runs fp32: int8 or fp16 asked of it was silently ignored."""
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     with pytest.raises(HeadsegError, match="precision int8 is served by the onnx backend"):
         Segmenter(backend="torch", precision="int8")
@@ -168,7 +169,7 @@ def test_options_with_a_token_counter_survive_pickling(counter):
 
 def test_a_profile_of_the_wrong_type_is_a_profile_error():
     from headseg.analysis.errors import ProfileError
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     with pytest.raises(ProfileError, match="profile must be a HeadProfile or a path"):
         Segmenter(profile=5)
@@ -177,7 +178,7 @@ def test_a_profile_of_the_wrong_type_is_a_profile_error():
 def test_asegment_sees_the_segmenter_as_it_is_now():
     """The async runner is made on the first asegment; settings changed on the segmenter afterwards
     (its public attributes) must reach asegment as they reach segment."""
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     seg = Segmenter(quiet=True)
     asyncio.run(seg.asegment(TOPICS))
@@ -209,7 +210,7 @@ def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, mon
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     env = dict(os.environ)
     fresh = Segmenter(quiet=True)
@@ -219,3 +220,23 @@ def test_segmenting_with_the_embedded_model_makes_no_network_call(segmenter, mon
     assert calls == []
     assert capfd.readouterr() == ("", "")
     assert dict(os.environ) == env, "segmenting set or changed an environment variable of the host"
+
+
+def test_the_model_window_is_window_tokens_and_the_old_keyword_warns(segmenter):
+    """``Segmenter(max_tokens=...)`` named the model window while ``SegmentOptions.max_tokens`` is the hard
+    segment limit: the window is ``window_tokens`` now, the old keyword still taken, with a warning."""
+    import warnings
+
+    from headseg.api import Segmenter
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        old = Segmenter(max_tokens=64, quiet=True)
+    assert [w.category for w in seen] == [DeprecationWarning] and "window_tokens" in str(seen[0].message)
+    new = Segmenter(window_tokens=64, quiet=True)
+    assert old.window_tokens == new.window_tokens == old.config.window_tokens == 64
+    assert old.segment(TOPICS).to_dict() == new.segment(TOPICS).to_dict()
+    with pytest.raises(HeadsegError, match="not both"):
+        Segmenter(max_tokens=64, window_tokens=64)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'windw_tokens'"):
+        Segmenter(windw_tokens=64)

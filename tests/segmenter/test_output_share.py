@@ -78,7 +78,7 @@ def test_onnx_output_equals_torch_and_a_truncated_graph_has_none(tiny_bert, tmp_
 
 
 def test_unit_vectors_mix_the_heads_and_the_output_at_the_share(tiny_bert):
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     share = 0.3
     mixed = Segmenter(model=tiny_bert, profile=_profile(tiny_bert, share), backend="torch")
@@ -106,7 +106,7 @@ def test_unit_vectors_mix_the_heads_and_the_output_at_the_share(tiny_bert):
 def test_segmenter_with_an_output_share_gives_the_same_cuts_on_onnx_and_torch(tiny_bert, tiny_bert_dir, tmp_path,
                                                                              monkeypatch):
     from headseg.export.serve import onnx_backend
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
     prof = _profile(tiny_bert, 0.4)
@@ -148,7 +148,7 @@ def test_the_embedded_models_profile_gives_its_output_a_share(embedded):
 
 
 def test_the_batcher_hands_each_caller_its_own_output_rows(tiny_bert):
-    from headseg.segmenter.batcher import BatchedBackend, Batcher
+    from headseg.export.batcher import BatchedBackend, Batcher
 
     ws = _windows(tiny_bert.tokenizer)
     inner = TorchBackend(tiny_bert)

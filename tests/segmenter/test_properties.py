@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from headseg.analysis.errors import HeadsegError
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 
 # Words with the characters that break naive offset handling: emoji, CJK,
 # combining marks, CRLF, tabs, a very long token, punctuation.
@@ -23,7 +23,7 @@ SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[Healt
 
 @pytest.fixture(scope="module")
 def seg(tiny_bert):
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
 
 
 def _check_tiling(text, result):

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 
 TEXT = "The committee met on Monday. Rain fell all night. Farmers moved their cattle."
 

@@ -8,7 +8,7 @@ import pytest
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.text import tokenize
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.evaluation.retrieval import Question, RetrievalSet, evaluate_chunks
 from headseg.segmenter.limits import SizeLimits, TokenMeasure, overlap_chunks
 from headseg.segmenter.options import TARGET_FRACTION, SegmentOptions
@@ -24,7 +24,7 @@ TEXT = "\n\n".join(" ".join([t] * 3) for t in TOPICS * 3)
 
 @pytest.fixture(scope="module")
 def seg(tiny_bert):
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
 
 
 def count(seg, s: str) -> int:

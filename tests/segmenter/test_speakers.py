@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from headseg.analysis.text import tokenize
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.encode import encode_units
 from headseg.segmenter.speakers import content_spans, line_labels
 
@@ -60,7 +60,7 @@ def test_unit_vectors_of_a_transcript_are_pooled_after_the_labels(seg):
 
     def encode(spans):
         return encode_units([(doc, spans)], seg.loaded.tokenizer, seg.capture, seg.topic_heads,
-                            seg.topic_weights, seg.batch_size, seg.max_tokens,
+                            seg.topic_weights, seg.batch_size, seg.window_tokens,
                             output_weight=seg.profile.topic_output_weight)[0]
 
     np.testing.assert_allclose(got, encode(content_spans(MEETING, units)), rtol=0, atol=1e-9)

@@ -14,7 +14,7 @@ TEXT = ("The committee met on Monday. It approved the budget after a long debate
 def segmenter(tiny_bert):
     from headseg import Segmenter
 
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
 
 
 def test_documents_read_before_the_reader_fails_are_still_segmented(segmenter):

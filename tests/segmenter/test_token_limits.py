@@ -13,7 +13,7 @@ from headseg.analysis.errors import HeadsegError, ModelError
 from headseg.analysis.model import embedded_model_path
 from headseg.segmenter import topics
 from headseg.segmenter.limits import repair_cuts
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
 from headseg.segmenter.search import SegmentCost
 from headseg.segmenter.tokens import resolve_token_counter
 
@@ -39,7 +39,7 @@ def words_squared(s: str) -> int:
 
 @pytest.fixture(scope="module")
 def seg(tiny_bert):
-    return Segmenter(model=tiny_bert, backend="torch", max_tokens=64)
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,7 @@ def test_size_limits_in_search():
 
 @pytest.fixture(scope="module")
 def segmenter(embedded):
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     return Segmenter(model=embedded, backend="torch")
 
@@ -271,7 +271,7 @@ def test_units_in_other_scripts(segmenter):
 @pytest.mark.slow
 def test_sentence_splitter_hook(segmenter, embedded):
     from headseg.analysis.errors import InputError
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     text = "alpha beta; gamma delta; epsilon"
 

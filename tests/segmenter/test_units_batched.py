@@ -8,7 +8,8 @@ import pytest
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.text import make_window, tokenize, window_width
 from headseg.segmenter import units as units_mod
-from headseg.segmenter.api import Segmenter
+from headseg.api import Segmenter
+from headseg.segmenter.encode import UnitEncoder
 from headseg.segmenter.units import UnitParams, _allowed_gaps, block_contrast, detect_lines
 
 
@@ -16,7 +17,7 @@ def sequential_detect(text, doc, tok_lo, tok_hi, segmenter, params):
     """One model call per window, left to right from the range's start (reference).
 
     With commit="first" this is the detector as it was before batching."""
-    tokenizer = segmenter.loaded.tokenizer
+    tokenizer = segmenter.tokenizer
     width = window_width(tokenizer, params.window)
     starts = []
     pos = tok_lo
@@ -24,7 +25,7 @@ def sequential_detect(text, doc, tok_lo, tok_hi, segmenter, params):
         end = min(pos + width, tok_hi)
         win = make_window(doc, pos, end, tokenizer, sentence_id=0, with_tokens=False)
         z = segmenter.capture([win]).z[0][:, ~win.special].astype(np.float64)
-        score = block_contrast(z, segmenter.weights, params.block)
+        score = block_contrast(z, segmenter.detect_weights, params.block)
         offs = doc.offsets[pos:end]
         ok = _allowed_gaps(text, offs)
         t = end - pos
@@ -97,8 +98,8 @@ def test_batched_first_commit_equals_sequential(seg, monkeypatch, chunk):
     monkeypatch.setattr(units_mod, "CHUNK_TOKENS", chunk)
     text, doc, ranges = _case(seg)
     params = UnitParams(commit="first")
-    got = detect_lines(text, doc, ranges, seg, params)
-    want = [sequential_detect(text, doc, lo, hi, seg, params) for lo, hi in ranges]
+    got = detect_lines(text, doc, ranges, seg.encoder, params)
+    want = [sequential_detect(text, doc, lo, hi, seg.encoder, params) for lo, hi in ranges]
     assert got == want
     assert len(want[0]) > 5 and want[1] == []
 
@@ -108,9 +109,9 @@ def test_batched_all_commit_equals_sequential_from_the_start(seg, monkeypatch):
     monkeypatch.setattr(units_mod, "CHUNK_TOKENS", 10_000)
     text, doc, ranges = _case(seg)
     params = UnitParams(commit="all")
-    got = detect_lines(text, doc, ranges, seg, params)
-    assert got == [sequential_detect(text, doc, lo, hi, seg, params) for lo, hi in ranges]
-    first = detect_lines(text, doc, ranges, seg, UnitParams(commit="first"))
+    got = detect_lines(text, doc, ranges, seg.encoder, params)
+    assert got == [sequential_detect(text, doc, lo, hi, seg.encoder, params) for lo, hi in ranges]
+    first = detect_lines(text, doc, ranges, seg.encoder, UnitParams(commit="first"))
     # every unit keeps the minimum length
     for starts, (lo, hi) in zip(got, ranges):
         edges = [lo] + starts + [hi]
@@ -121,15 +122,15 @@ def test_batched_all_commit_equals_sequential_from_the_start(seg, monkeypatch):
 def _units_counting_windows(seg, monkeypatch, text):
     """``seg.units(text)`` (checked to tile ``text``) and the size of every model call it made."""
     calls = []
-    real = Segmenter.capture
+    real = UnitEncoder.capture
 
-    def counting(self, windows, heads=None):
+    def counting(self, windows, heads=None, hidden=False):
         calls.append(len(windows))
-        return real(self, windows, heads)
+        return real(self, windows, heads, hidden)
 
-    monkeypatch.setattr(Segmenter, "capture", counting)
+    monkeypatch.setattr(UnitEncoder, "capture", counting)
     spans = seg.units(text, mode="auto")
-    monkeypatch.setattr(Segmenter, "capture", real)
+    monkeypatch.setattr(UnitEncoder, "capture", real)
     assert "".join(text[a:b] for a, b in spans) == text
     assert spans[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
     return calls, spans
@@ -170,7 +171,7 @@ def test_forced_join_keeps_units_within_the_limits(seg, monkeypatch):
     cut = text.index("\n")
     ranges = [(0, int(np.searchsorted(tok_start, cut))), (int(np.searchsorted(tok_start, cut + 1)), len(doc))]
     params = UnitParams()
-    got = detect_lines(text, doc, ranges, seg, params)
+    got = detect_lines(text, doc, ranges, seg.encoder, params)
     for starts, (lo, hi) in zip(got, ranges):
         edges = [lo] + starts + [hi]
         assert edges == sorted(edges)

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def segmenter():
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     return Segmenter(quiet=True)
 
@@ -49,7 +49,7 @@ def test_asegment_equals_segment_and_keeps_the_loop_free(segmenter):
 def test_int8_result_does_not_depend_on_its_batch_mates(segmenter, lanes):
     """The same document alone and among 50 others sharing the model: byte-for-byte equal, whether the
     lanes run windows one by one side by side (the default on CPU) or one lane packs them into calls."""
-    from headseg.segmenter.aio import AsyncRunner
+    from headseg.export.runner import AsyncRunner
 
     assert segmenter.backend.precision == "int8"
     calls: list[int] = []
@@ -69,7 +69,7 @@ def test_int8_result_does_not_depend_on_its_batch_mates(segmenter, lanes):
         results = asyncio.run(crowd())
         assert json.dumps(results[25].to_dict()) == json.dumps(alone.to_dict())
         if runner.batcher.single:  # a lane per core: every call is one window, the lanes shared by all
-            assert runner.batcher.lanes == segmenter.backend.session.parallel_calls > 1
+            assert runner.batcher.lanes == segmenter.backend.parallel_calls > 1
             assert set(calls) == {1}
         else:
             assert max(calls[alone_calls:]) > windows_alone  # the crowd's windows really shared calls
@@ -78,8 +78,8 @@ def test_int8_result_does_not_depend_on_its_batch_mates(segmenter, lanes):
 
 
 def test_cancelling_the_task_drops_the_windows(segmenter):
-    from headseg.segmenter.aio import AsyncRunner
-    from headseg.segmenter.batcher import Ticket
+    from headseg.export.runner import AsyncRunner
+    from headseg.export.batcher import Ticket
 
     calls: list[int] = []
     runner = AsyncRunner(segmenter, max_batch_tokens=64, workers=2, on_batch=lambda t, w: calls.append(w))
@@ -126,7 +126,7 @@ def test_default_workers_follow_the_model_threads(monkeypatch):
 def test_the_engine_starts_the_default_workers():
     from headseg.serve.engine import Engine, ServeConfig
 
-    engine = Engine(ServeConfig(threads=1)).start()
+    engine = Engine(ServeConfig.of(threads=1)).start()
     try:
         assert engine.runner.pool._max_workers == 2  # two per model thread
     finally:

@@ -17,7 +17,7 @@ needs_serve_extra()
 @pytest.fixture(scope="module")
 def reference():
     """A plain Segmenter of the same model and precision, not going through the service."""
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
 
     return Segmenter(quiet=True)
 

@@ -10,7 +10,8 @@ import pytest
 
 from headseg.analysis.capture import HeadActivations
 from headseg.analysis.errors import HeadsegError
-from headseg.segmenter.batcher import BatchedBackend, Batcher, Cancelled, Ticket, current_ticket
+from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS
+from headseg.export.batcher import BatchedBackend, Batcher, Cancelled, Ticket, current_ticket
 
 
 class FakeWindow:
@@ -24,7 +25,10 @@ class FakeWindow:
 
 
 class RecordingBackend:
-    name, device = "fake", "cpu"
+    """A capture backend (the protocol's traits included) that records the windows of each call."""
+
+    name, device, precision = "fake", "cpu", None
+    per_window, parallel_calls, max_batch_tokens = False, 1, DEFAULT_MAX_BATCH_TOKENS
     info = None
 
     def __init__(self, gate: threading.Event | None = None, fail: bool = False):
@@ -163,7 +167,7 @@ class PerWindowBackend(RecordingBackend):
 
     def __init__(self, parallel: int, hold=(), gate: threading.Event | None = None):
         super().__init__()
-        self.session = type("Session", (), {"parallel_calls": parallel})()
+        self.parallel_calls = parallel
         self.hold, self.held = set(hold), threading.Event()
         self.release = gate or threading.Event()
         self._lock = threading.Lock()
@@ -199,7 +203,7 @@ def start_caller(batcher: Batcher, windows, ticket: Ticket) -> tuple[threading.T
 
 
 def test_backend_lanes_follow_the_backend():
-    from headseg.segmenter.batcher import backend_lanes
+    from headseg.export.batcher import backend_lanes
 
     assert backend_lanes(RecordingBackend()) == 1  # a batching backend: one lane packs by the budget
     assert backend_lanes(PerWindowBackend(3)) == 3
@@ -312,3 +316,27 @@ def test_a_lane_that_drains_only_cancelled_windows_serves_on(monkeypatch, per_wi
     batcher.close()
     assert not alive, "no lane left to serve the next caller"
     np.testing.assert_array_equal(got[0].z, expected(windows))
+
+
+def test_every_engine_declares_the_traits_the_batcher_reads(tiny_bert):
+    """The batcher reads per_window / parallel_calls / max_batch_tokens from the capture protocol: each
+    engine declares them (a missing one was a silent getattr default before), and a batched backend
+    passes its inner backend's on, but runs no calls side by side itself."""
+    from headseg.analysis.capture import CaptureBackend, TorchBackend
+
+    torch_backend = TorchBackend(tiny_bert)
+    traits = {"name": str, "device": str, "per_window": bool, "parallel_calls": int, "max_batch_tokens": int}
+    for backend in (torch_backend, PerWindowBackend(3), RecordingBackend()):
+        assert isinstance(backend, CaptureBackend)
+        for name, kind in traits.items():
+            assert isinstance(getattr(backend, name), kind), (type(backend).__name__, name)
+    assert (torch_backend.per_window, torch_backend.parallel_calls, torch_backend.precision) == (False, 1, None)
+    inner = PerWindowBackend(3)
+    batcher = Batcher(inner, max_batch_tokens=99)
+    try:
+        shared = BatchedBackend(batcher)
+        assert isinstance(shared, CaptureBackend)
+        assert (shared.name, shared.device, shared.precision, shared.per_window) == ("fake", "cpu", None, True)
+        assert (shared.parallel_calls, shared.max_batch_tokens) == (1, 99)
+    finally:
+        batcher.close()

@@ -48,7 +48,7 @@ def live_url(engine):
 def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
     import asyncio
 
-    expected = asyncio.run(engine.runner.segment(TOPICS, segments=3)).to_dict()
+    expected = asyncio.run(engine.runner.segment(TOPICS, {"segments": 3})).to_dict()
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:

@@ -18,7 +18,7 @@ def test_ray_serve_replicas_answer_like_the_library():
     import ray
     from ray import serve
 
-    from headseg.segmenter.api import Segmenter
+    from headseg.api import Segmenter
     from headseg.serve.engine import ServeConfig
     from headseg.serve.ray_serve import start
 

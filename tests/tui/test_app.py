@@ -356,7 +356,7 @@ def test_failing_segmenter_falls_back_to_sentences(tiny_bert):
 
 
 def test_auto_segmenter_absent_notifies(tiny_bert, monkeypatch):
-    monkeypatch.setitem(sys.modules, "headseg.segmenter.api", None)
+    monkeypatch.setitem(sys.modules, "headseg.api", None)
     app = tiny_app(tiny_bert, segmenter="auto")
 
     async def script(pilot):

@@ -197,7 +197,7 @@ def test_spans_to_token_ids(tiny_bert):
 
 
 def test_auto_segmenter_falls_back_without_segmenter_api(monkeypatch):
-    monkeypatch.setitem(sys.modules, "headseg.segmenter.api", None)
+    monkeypatch.setitem(sys.modules, "headseg.api", None)
     seg, warning = AutoSegmenter()(TEXT)
     assert seg.units == split_sentences(TEXT) and seg.topics == []
     assert "segmenter unavailable" in warning
@@ -217,7 +217,7 @@ def test_auto_segmenter_uses_segmenter_api(monkeypatch):
                 return Segmentation.from_boundaries(text, [s for s, _ in split_sentences(text)[1:]], level="unit")
             return Segmentation.from_boundaries(text, [cut], [0.75])
 
-    monkeypatch.setitem(sys.modules, "headseg.segmenter.api", types.SimpleNamespace(Segmenter=FakeSegmenter))
+    monkeypatch.setitem(sys.modules, "headseg.api", types.SimpleNamespace(Segmenter=FakeSegmenter))
     seg, warning = AutoSegmenter(model="m")(TEXT)
     assert warning == "" and seg.source == "segmenter"
     assert seg.topics == [(0, cut), (cut, len(TEXT))] and seg.topic_scores == [0.0, 0.75]
@@ -227,7 +227,7 @@ def test_auto_segmenter_uses_segmenter_api(monkeypatch):
         def segment(self, text, level="topic"):
             raise RuntimeError("no profile for this model")
 
-    monkeypatch.setitem(sys.modules, "headseg.segmenter.api", types.SimpleNamespace(Segmenter=Broken))
+    monkeypatch.setitem(sys.modules, "headseg.api", types.SimpleNamespace(Segmenter=Broken))
     seg, warning = AutoSegmenter()(TEXT)
     assert "no profile for this model" in warning and seg.topics == []
 

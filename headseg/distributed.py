@@ -4,9 +4,9 @@ A reading task per file streams the documents of a Parquet corpus (read by
 the local engine's own reader, ids and errors included) or the lines of a JSONL
 corpus (which the actors parse with the local engine's
 :func:`~.stream.jsonl_document`), and ``map_batches`` sends batches of
-documents to a pool of actors, each holding one
-:class:`~headseg.segmenter.api.Segmenter` built once from the model *path* and
-the profile *path* (weights never travel through Ray: every worker loads them
+documents to a pool of actors, each holding one :class:`~headseg.Segmenter`
+built once from a :class:`~headseg.config.SegmenterConfig` of model and profile
+*paths* (weights never travel through Ray: every worker loads them
 from the installed package, the Hugging Face cache or a shared folder, and
 picks up the ONNX artifact from its own cache when the serving backend is
 ONNX).  A CPU actor runs with one intra-op thread, so ``N`` workers use ``N``
@@ -24,42 +24,40 @@ from typing import Any, Mapping
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import RECORD_FIELDS
+from headseg.segmenter.stream import DocumentError, jsonl_document
 
-from .stream import jsonl_document
+from .config import SegmenterConfig
 
 
 class SegmentActor:
     """One Ray actor: one Segmenter, loaded once, segmenting batches of documents into record rows."""
 
-    def __init__(self, model: str | None, profile: str | None, backend: str, device: str | None, batch_size: int,
-                 unit_mode: str, options: Any, text_field: str, id_field: str, threads: int | None,
+    def __init__(self, config: SegmenterConfig, options: Any, text_field: str, id_field: str,
                  jsonl: Mapping[str, Any] | None = None):
-        """``options``: the :class:`~headseg.segmenter.options.SegmentOptions` every batch is segmented
+        """``config``: what the actor's segmenter is built from (model and profile as paths or names each
+        worker resolves itself; ``threads`` its intra-op threads).  ``options``: the :class:`~headseg.segmenter.options.SegmentOptions` every batch is segmented
         with, or its fields as a mapping (validated here, on the worker).  ``jsonl``: ``encoding`` and
         ``max_bytes`` when the batches are the lines of a JSONL corpus (columns ``where``, ``FILE:LINE``,
         and ``line``, its bytes or None when over ``max_bytes``), parsed here as the local engine parses them
         (:func:`~.stream.jsonl_document`); None when they are documents already read (columns ``document``,
         the id; ``text``; ``error``, why the document is unusable, else None), as the Ray engine reads a
         Parquet corpus with the local engine's reader."""
-        if threads and backend == "torch":
+        if config.threads and config.backend == "torch":
             import torch
 
             # the actor owns its process: one intra-op thread per CPU worker
-            torch.set_num_threads(int(threads))
-        from headseg.segmenter.api import Segmenter
+            torch.set_num_threads(int(config.threads))
+        from headseg.api import Segmenter
         from headseg.segmenter.options import SegmentOptions
 
         self.options = SegmentOptions.of(options)
-        self.segmenter = Segmenter(model=model, profile=profile, backend=backend, device=device,
-                                   batch_size=batch_size, unit_mode=unit_mode, threads=threads, quiet=True)
+        self.segmenter = Segmenter(config=SegmenterConfig.of(config, quiet=True))
         self.text_field, self.id_field = text_field, id_field
         self.jsonl = None if jsonl is None else (jsonl["encoding"], int(jsonl["max_bytes"]))
 
     def __call__(self, batch: Any) -> dict:
         """Segment one batch (JSONL lines, or documents with columns ``document``, ``text``, ``error``; a
         pyarrow table or a dict of columns) into record columns plus ``error``."""
-        from headseg.segmenter.api import DocumentError
-
         items = self._lines(batch) if self.jsonl is not None else self._documents(batch)
         cols: dict[str, list] = {k: [] for k in (*RECORD_FIELDS, "error")}
         results = self.segmenter.iter_segment([t for _, t in items], self.options, batch_docs=max(len(items), 1),

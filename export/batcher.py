@@ -3,11 +3,12 @@
 A :class:`Batcher` owns a capture backend and its *lanes*: threads that call
 the backend.  Callers (one thread per document being segmented) hand it their
 windows through :class:`BatchedBackend`, a
-:class:`~headseg.analysis.capture.CaptureBackend` that a
-:class:`~headseg.segmenter.api.Segmenter` takes like any other; the lanes take
-the pending windows of all callers from one shared queue, first come first
-served, and hand each caller its rows.  The segmentation logic stays in
-``Segmenter``; only who runs the model changes.
+:class:`~headseg.analysis.capture.CaptureBackend` that a segmentation pipeline
+takes like any other; the lanes take the pending windows of all callers from
+one shared queue, first come first served, and hand each caller its rows.  The
+segmentation logic stays in the pipeline; only who runs the model changes.
+Everything the batcher needs of the backend is a trait of the capture protocol
+(``per_window``, ``parallel_calls``, ``max_batch_tokens``).
 
 How a lane takes windows depends on the backend (:func:`backend_lanes`):
 
@@ -40,12 +41,12 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import HeadActivations
+from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, CaptureBackend, HeadActivations
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.text import Window
 
-#: Text Embeddings Inference's default ``--max-batch-tokens``
-DEFAULT_MAX_BATCH_TOKENS = 16384
+__all__ = ["DEFAULT_MAX_BATCH_TOKENS", "BatchedBackend", "Batcher", "Cancelled", "Ticket", "backend_lanes",
+           "current_ticket"]
 
 
 class Cancelled(HeadsegError):
@@ -97,15 +98,18 @@ class Batcher:
     """Lanes (threads) that own ``backend`` and run the windows of all callers from one queue.
 
     ``max_batch_tokens``: at most this many real tokens per backend call (one
-    window longer than that still runs, alone; unused in :attr:`single` mode).
+    window longer than that still runs, alone; unused in :attr:`single` mode;
+    None: the backend's own ``max_batch_tokens``).
     ``lanes``: threads calling the backend side by side (default
     :func:`backend_lanes`).  ``on_batch(tokens, windows)`` is called after each
     backend call (metrics).  Thread-safe; :meth:`close` stops the lanes after
     failing what is still pending.
     """
 
-    def __init__(self, backend, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+    def __init__(self, backend: CaptureBackend, max_batch_tokens: int | None = None,
                  on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None):
+        if max_batch_tokens is None:
+            max_batch_tokens = backend.max_batch_tokens
         if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
             raise HeadsegError(f"max_batch_tokens must be a positive integer (got {max_batch_tokens!r})")
         if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1):
@@ -117,7 +121,7 @@ class Batcher:
         self.lanes = backend_lanes(backend) if lanes is None else lanes
         #: each lane takes one window per call (several lanes on a per-window backend) instead of a
         #: token-budget batch; other backends' lanes each pack batches
-        self.single = self.lanes > 1 and bool(getattr(backend, "per_window", False))
+        self.single = self.lanes > 1 and bool(backend.per_window)
         self._cv = threading.Condition()
         self._pending: deque[tuple[_Job, int]] = deque()
         self._closed = False
@@ -292,12 +296,12 @@ def _live(job: _Job) -> bool:
     return not job.done.is_set()
 
 
-def backend_lanes(backend) -> int:
+def backend_lanes(backend: CaptureBackend) -> int:
     """How many calls of ``backend`` a :class:`Batcher` runs side by side: 1, unless the backend runs each
     window in its own single-threaded call (an int8 graph on CPU), then its number of such calls at once."""
-    if not getattr(backend, "per_window", False):
+    if not backend.per_window:
         return 1
-    return max(1, int(getattr(getattr(backend, "session", None), "parallel_calls", 1)))
+    return max(1, int(backend.parallel_calls))
 
 
 def _row(a: np.ndarray | None, b: int, t: int, token_axes: int) -> np.ndarray | None:
@@ -335,26 +339,27 @@ def _assemble(job: _Job) -> HeadActivations:
 class BatchedBackend:
     """A :class:`~headseg.analysis.capture.CaptureBackend` whose calls go through a :class:`Batcher`.
 
-    Give it to a ``Segmenter`` (``copy.copy(segmenter)`` with ``backend``
-    replaced, or ``Segmenter(backend=...)``): its windows then share backend
-    calls with every other caller of the same batcher.
+    Give it to a pipeline (``pipeline.with_backend(BatchedBackend(batcher))``, or
+    ``Segmenter(backend=...)``): its windows then share backend calls with every
+    other caller of the same batcher.  Its traits are the inner backend's, except
+    that the batcher, not its caller, runs calls side by side.
     """
+
+    parallel_calls = 1
 
     def __init__(self, batcher: Batcher):
         self.batcher = batcher
         inner = batcher.backend
         self.name = inner.name
-        self.device = getattr(inner, "device", "cpu")
+        self.device = inner.device
+        self.precision = inner.precision
+        self.per_window = inner.per_window
+        self.max_batch_tokens = batcher.max_batch_tokens
 
     @property
     def info(self):
         """The inner backend's :class:`~headseg.analysis.model.ModelInfo`."""
         return self.batcher.backend.info
-
-    @property
-    def precision(self) -> str | None:
-        """The inner backend's precision (None for torch)."""
-        return getattr(self.batcher.backend, "precision", None)
 
     def capture(self, windows: Sequence[Window], heads: Iterable[Sequence[int]] | None = None,
                 attention: bool = False, norms: bool = False, hidden: bool = False) -> HeadActivations:

@@ -1,0 +1,142 @@
+"""The engine room's async runner: concurrent callers share one model through one :class:`Batcher`.
+
+An :class:`AsyncRunner` runs a segmentation pipeline's CPU work (tokenizing,
+units, topic search) in a bounded pool of worker threads and its model work in
+one :class:`~headseg.export.batcher.Batcher`, so concurrent coroutines never
+block the event loop and their windows share the model: packed into calls by a
+token budget, or (an int8 graph on CPU) run one by one by a lane per core.
+``await Segmenter.asegment(text)`` and ``headseg serve`` use it.  Cancelling
+the awaiting task cancels the document's :class:`~headseg.export.batcher.Ticket`:
+its windows that have not run yet are dropped.
+
+The runner needs two things of a pipeline (:class:`Segmenting`): its backend
+and ``with_backend``, a pipeline like it whose model calls go to the batcher;
+the pipeline itself, and its synchronous methods, are unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Protocol, Sequence
+
+from headseg.analysis.capture import CaptureBackend
+from headseg.analysis.errors import HeadsegError
+
+from .batcher import BatchedBackend, Batcher, Ticket, current_ticket
+
+#: worker threads of a runner: documents whose CPU work and windows are in flight at once
+DEFAULT_WORKERS = 16
+
+_RUNNERS_LOCK = threading.Lock()
+
+
+class Segmenting(Protocol):
+    """What the runner needs of a segmentation pipeline (:class:`~headseg.segmenter.pipeline.Pipeline`)."""
+
+    @property
+    def backend(self) -> CaptureBackend:
+        """The capture backend the pipeline runs on."""
+        ...
+
+    def with_backend(self, backend: CaptureBackend) -> "Segmenting":
+        """The pipeline as it is now, its model calls going to ``backend``."""
+        ...
+
+    def segment_many(self, texts: Sequence[str], options: Any = None, *, progress=None) -> list:
+        """Segment ``texts`` with ``options``."""
+        ...
+
+
+class AsyncRunner:
+    """Segment from asyncio: a batcher owning ``pipeline``'s backend and ``workers`` threads.
+
+    ``max_batch_tokens``: the token budget of one model call (None: the backend's).
+    ``on_batch(tokens, windows)``: called after each model call (metrics).
+    ``lanes``: threads calling the model side by side (default: what the
+    backend runs well, :func:`~headseg.export.batcher.backend_lanes`).
+    """
+
+    def __init__(self, pipeline: Segmenting, max_batch_tokens: int | None = None, workers: int = DEFAULT_WORKERS,
+                 on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None):
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise HeadsegError(f"workers must be a positive integer (got {workers!r})")
+        self.batcher = Batcher(pipeline.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
+        self.backend = BatchedBackend(self.batcher)
+        #: the pipeline over the batcher, as it was made (used once the source pipeline is gone)
+        self.pipeline = pipeline.with_backend(self.backend)
+        # weak: the pipeline keeps its runner (runner_of), and it should go with its pipeline
+        self._source = weakref.ref(pipeline)
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")
+        self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
+
+    def segment_many_sync(self, texts: Sequence[str], options: Any = None, ticket: Ticket | None = None,
+                          progress=None) -> list:
+        """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``."""
+        token = current_ticket.set(ticket)
+        try:
+            return self._current().segment_many(list(texts), options, progress=progress)
+        finally:
+            current_ticket.reset(token)
+
+    def _current(self) -> Segmenting:
+        """The pipeline as it is now (its settings may have changed since the runner was made), on the
+        batcher's backend; the runner's own once the pipeline itself is gone."""
+        source = self._source()
+        return self.pipeline if source is None else source.with_backend(self.backend)
+
+    async def segment_many(self, texts: Sequence[str], options: Any = None, ticket: Ticket | None = None) -> list:
+        """The segmentations of ``texts`` (one shared ``segment_many`` with ``options``), without blocking
+        the event loop.
+
+        Cancelling the awaiting task cancels ``ticket`` (one is made if not
+        given): the pending windows are dropped and the worker stops at its next
+        model call.
+        """
+        texts = list(texts)  # checked by the caller (a str here would be one document per character)
+        ticket = ticket or Ticket()
+        loop = asyncio.get_running_loop()
+        ctx = contextvars.Context()  # the worker's ticket is its own, not the pool thread's
+        fut = loop.run_in_executor(self.pool, ctx.run, self.segment_many_sync, texts, options, ticket)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            ticket.cancel()
+            self.batcher.drop(ticket)
+            # shield() stops watching the worker's future once the caller is gone: retrieve its end
+            # (the Cancelled it raises now) here, or the loop reports "Future exception was never
+            # retrieved" on stderr.
+            fut.add_done_callback(_retrieve)
+            raise
+
+    async def segment(self, text: str, options: Any = None, ticket: Ticket | None = None):
+        """One text's segmentation (see :meth:`segment_many`)."""
+        return (await self.segment_many([text], options, ticket=ticket))[0]
+
+    def close(self) -> None:
+        """Stop the batcher and the worker threads (pending work fails)."""
+        self._finalizer()
+
+
+def _retrieve(fut: asyncio.Future) -> None:
+    """Mark ``fut``'s outcome as seen: nobody awaits it any more."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _shutdown(batcher: Batcher, pool: ThreadPoolExecutor) -> None:
+    batcher.close()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def runner_of(pipeline: Segmenting) -> AsyncRunner:
+    """The pipeline's :class:`AsyncRunner`, made on first use (defaults) and kept with it."""
+    with _RUNNERS_LOCK:
+        runner = pipeline.__dict__.get("_async_runner")
+        if runner is None:
+            runner = AsyncRunner(pipeline)
+            pipeline.__dict__["_async_runner"] = runner
+        return runner
