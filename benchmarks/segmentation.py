@@ -45,6 +45,7 @@ from headseg.segmenter.evaluation.harness import (  # noqa: E402
 )
 from headseg.segmenter.evaluation.loaders import iter_documents  # noqa: E402
 from headseg.segmenter.evaluation.methods import METHODS, make_method, parse_methods  # noqa: E402
+from headseg import evaluation as _headseg_method  # noqa: E402,F401  # registers headseg among the methods
 
 DEFAULT_ROOT = REPO.parent / "shared/data/segmentation"
 
