@@ -29,7 +29,7 @@ def register(sub) -> None:
                                    "by a token budget; a full queue answers 429.")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free port)")
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.config import ServeConfig
 
     # --model --profile --artifact --backend --precision --device --threads (SegmenterConfig), then the
     # service's own limits (ServeConfig): declared once, with their defaults
@@ -69,14 +69,14 @@ def _server_class():
 
 def config_of(args):
     """The :class:`~headseg.serve.engine.ServeConfig` of parsed ``args`` (validated, nothing loaded)."""
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.config import ServeConfig
 
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port must be between 0 and 65535 (got {args.port})")
     if args.replicas < 1:
         raise InputError(f"--replicas must be at least 1 (got {args.replicas})")
     key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
-    from headseg.serve.engine import SERVE_BATCH_SIZE
+    from headseg.serve.config import SERVE_BATCH_SIZE
 
     segmenter = SegmenterConfig.from_args(args, batch_size=SERVE_BATCH_SIZE)
     try:

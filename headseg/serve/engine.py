@@ -5,81 +5,19 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.memory import release_memory
-from headseg.analysis.settings import flag
-from headseg.config import SegmenterConfig, config_names
 from headseg.export.runner import DEFAULT_WORKERS, AsyncRunner
 from headseg.segmenter.options import SegmentOptions
 
+from .config import ServeConfig  # the engine runs one; callers also import it from here
 from .metrics import Metrics
-
-#: Text Embeddings Inference's ``--max-concurrent-requests``: documents admitted at once
-DEFAULT_MAX_QUEUE = 512
-#: largest request body, in bytes
-DEFAULT_MAX_REQUEST_BYTES = 2 * 1024 * 1024
-#: the service's segmenter: windows per capture call (the batcher packs the calls of all requests)
-SERVE_BATCH_SIZE = 16
 
 #: a short text segmented at start-up, so the first request finds the graph warm
 _WARM_TEXT = ("The model is loaded once. Its graph runs here for the first time.\n\n"
               "Rain fell over the harbour all night. The boats stayed in.")
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """What ``headseg serve`` runs and its limits (the command-line flags, without host and port).
-
-    ``segmenter``: the :class:`~headseg.config.SegmenterConfig` of the one
-    segmenter (the operator's choice; a request never names a path).  The
-    service's own limits carry their flags as the segmenter's settings do:
-    ``max_batch_tokens``: token budget of one model call; ``max_queue``:
-    documents admitted at once (more: 429); ``max_request_bytes``: largest body
-    (more: 413); ``workers``: documents segmented side by side (threads; None:
-    :func:`default_workers`); ``api_key``: required as ``Authorization: Bearer
-    KEY`` or ``X-API-Key`` when set (the command reads it from ``--api-key`` or
-    the environment, never the library).  :meth:`of` takes the segmenter's
-    settings as keywords too.
-    """
-
-    segmenter: SegmenterConfig = field(default_factory=lambda: SegmenterConfig(batch_size=SERVE_BATCH_SIZE))
-    max_batch_tokens: int = field(default=DEFAULT_MAX_BATCH_TOKENS, metadata=flag(
-        "--max-batch-tokens", f"token budget of one model call, shared by concurrent requests "
-                              f"(default {DEFAULT_MAX_BATCH_TOKENS})", type=int))
-    max_queue: int = field(default=DEFAULT_MAX_QUEUE, metadata=flag(
-        "--max-queue", f"documents admitted at once; more are answered 429 with Retry-After "
-                       f"(default {DEFAULT_MAX_QUEUE})", type=int))
-    max_request_bytes: int = field(default=DEFAULT_MAX_REQUEST_BYTES, metadata=flag(
-        "--max-request-bytes", "largest request body; larger ones are answered 413 (default 2 MiB)", type=int))
-    workers: int | None = field(default=None, metadata=flag(
-        "--workers", f"documents segmented side by side in this process (threads; default two per model "
-                     f"thread, at most {DEFAULT_WORKERS}): each holds its document's working memory", type=int))
-    api_key: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.segmenter, SegmenterConfig):
-            raise HeadsegError(f"segmenter must be a SegmenterConfig (got {type(self.segmenter).__name__})")
-        for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "workers"):
-            v = getattr(self, name)
-            if name == "workers" and v is None:
-                continue  # default_workers(threads)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {v!r})")
-        if self.api_key is not None and not self.api_key:
-            raise HeadsegError("api-key must not be empty")
-
-    @classmethod
-    def of(cls, config: "ServeConfig | None" = None, **settings: Any) -> "ServeConfig":
-        """``config`` (default: the defaults) with ``settings`` applied: the service's own fields and any
-        :class:`SegmenterConfig` field (``model=...``, ``threads=...``), e.g. ``ServeConfig.of(threads=1)``."""
-        config = config or cls()
-        mine = {k: v for k, v in settings.items() if k not in config_names()}
-        theirs = {k: v for k, v in settings.items() if k in config_names()}
-        return replace(config, segmenter=SegmenterConfig.of(config.segmenter, **theirs), **mine)
 
 
 def default_workers(threads: int | None) -> int:

@@ -30,7 +30,7 @@ def test_segment_offers_every_setting_with_its_declared_default():
 
 
 def test_serve_takes_its_settings_and_limits_from_the_declarations():
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.config import ServeConfig
 
     flags = _flags("serve")
     offered = {f.name for f in cli_fields(SegmenterConfig)
@@ -78,10 +78,23 @@ def test_of_applies_overrides_and_refuses_unknown_names():
 
 def test_the_service_and_the_adapters_build_from_one_config():
     from headseg.integrations._common import SegmenterRunner
-    from headseg.serve.engine import SERVE_BATCH_SIZE, ServeConfig
+    from headseg.serve.config import SERVE_BATCH_SIZE, ServeConfig
 
     serve = ServeConfig.of(threads=1, max_queue=8)
     assert serve.segmenter == SegmenterConfig(threads=1, batch_size=SERVE_BATCH_SIZE) and serve.max_queue == 8
     runner = SegmenterRunner(model="m", backend="torch", device="cpu", max_chars=100)
     assert runner.config == SegmenterConfig(model="m", backend="torch", device="cpu")
     assert not runner.loaded  # nothing is built until first use
+
+
+def test_the_command_line_builds_its_flags_without_the_extras():
+    """Every command's flags come from the declarations, which import no optional extra: ``headseg
+    segment`` on the core install must not need the serve extra to build ``headseg serve``'s flags."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from headseg.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'prometheus_client', 'torch', "
+            "'transformers', 'ray', 'textual') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
