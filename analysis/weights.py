@@ -19,10 +19,8 @@ from typing import Mapping
 import numpy as np
 
 from .errors import ModelError, first_line
+from .families import embedding_size, find_family
 
-#: the prefix a checkpoint with a task head puts before the encoder's names
-BASE_PREFIX = {"bert": "bert.", "roberta": "roberta.", "xlm-roberta": "roberta.", "camembert": "roberta.",
-               "electra": "electra."}
 #: the bare encoder's top-level modules (the pooler is not loaded: ``add_pooling_layer=False``)
 ENCODER_MODULES = ("embeddings.", "embeddings_project.", "encoder.")
 #: the tensors of one transformer layer, after ``encoder.layer.N.``
@@ -40,19 +38,13 @@ def safetensors_files(path: str | Path) -> list[Path]:
     return [single] if single.is_file() else sorted(d.glob("model-*-of-*.safetensors"))
 
 
-def embedding_size(cfg: Mapping) -> int:
-    """The width of the embeddings (ELECTRA's ``embedding_size`` may differ from ``hidden_size``)."""
-    return int(cfg.get("embedding_size") or cfg["hidden_size"]) if cfg.get("model_type") == "electra" \
-        else int(cfg["hidden_size"])
-
-
 def expected_names(cfg: Mapping) -> set[str]:
     """Every tensor name the bare encoder described by ``cfg`` has (its ``state_dict`` keys)."""
     names = {f"embeddings.{n}" for n in ("word_embeddings.weight", "position_embeddings.weight",
                                           "LayerNorm.weight", "LayerNorm.bias")}
     if int(cfg.get("type_vocab_size", 2) or 0) > 0:
         names.add("embeddings.token_type_embeddings.weight")
-    if cfg.get("model_type") == "electra" and embedding_size(cfg) != int(cfg["hidden_size"]):
+    if embedding_size(cfg) != int(cfg["hidden_size"]):
         names |= {"embeddings_project.weight", "embeddings_project.bias"}
     for i in range(int(cfg["num_hidden_layers"])):
         names |= {f"encoder.layer.{i}.{t}" for t in LAYER_TENSORS}
@@ -77,7 +69,8 @@ def read_encoder_tensors(path: str | Path, cfg: Mapping) -> dict[str, np.ndarray
         from safetensors import safe_open
     except ImportError:
         raise ModelError("reading model.safetensors needs the 'safetensors' package (pip install safetensors)") from None
-    prefix = BASE_PREFIX.get(str(cfg.get("model_type")), "")
+    family = find_family(cfg.get("model_type"))
+    prefix = family.prefix if family is not None else ""
     out: dict[str, np.ndarray] = {}
     for f in files:
         try:

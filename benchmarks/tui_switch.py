@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 from headseg.analysis.text import Window  # noqa: E402
 from headseg.tui.app import create_app  # noqa: E402
-from headseg.tui.data import DocumentModel, PrecomputedSource, WindowMatrices  # noqa: E402
+from headseg.tui.data import DocumentModel, WindowMatrices  # noqa: E402
+from headseg.tui.precomputed import PrecomputedSource  # noqa: E402
 
 
 def synthetic_document(tokens: int = 128, layers: int = 6, heads: int = 12, d: int = 32) -> DocumentModel:

@@ -28,13 +28,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.errors import ArtifactError, ModelError
-from headseg.analysis.model import SUPPORTED_MODEL_TYPES, LoadedModel, read_config
-from headseg.analysis.weights import ENCODER_MODULES, embedding_size, read_encoder_tensors
+from headseg.analysis.families import embedding_size, family_names, find_family, read_config
+from headseg.analysis.model import LoadedModel
+from headseg.analysis.weights import ENCODER_MODULES, read_encoder_tensors
 
 from .graph import ACTIVATIONS, MASK_BIAS, GraphWriter
-
-#: model types whose positions start after the padding index (``create_position_ids_from_input_ids``)
-PADDED_POSITIONS = ("roberta", "xlm-roberta", "camembert")
 
 
 def output_names(attention: bool, norms: bool, truncate: bool) -> list[str]:
@@ -46,9 +44,9 @@ def output_names(attention: bool, norms: bool, truncate: bool) -> list[str]:
 def check_config(cfg: Mapping, source: str) -> None:
     """Refuse, in one line, a config the builder cannot write a graph for (:class:`ModelError`)."""
     mt = cfg.get("model_type")
-    if mt not in SUPPORTED_MODEL_TYPES:
+    if find_family(mt) is None:
         raise ModelError(f"{source}: model type '{mt}' is not a BERT-family encoder the ONNX builder writes "
-                         f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+                         f"(supported: {', '.join(family_names())})")
     pe = cfg.get("position_embedding_type", "absolute") or "absolute"
     if pe != "absolute":
         raise ModelError(f"{source}: export supports absolute position embeddings only; this model uses '{pe}'")
@@ -76,7 +74,7 @@ class _Encoder:
             # token_type_ids are all 0: one row added to every token
             x = g.op("Add", [x, g.weight("token_type_0", t["embeddings.token_type_embeddings.weight"][0])])
         table = g.weight("position_embeddings", t["embeddings.position_embeddings.weight"])
-        if cfg.get("model_type") in PADDED_POSITIONS:
+        if find_family(cfg.get("model_type")).padded_positions:
             pad = int(cfg.get("pad_token_id", 1) if cfg.get("pad_token_id") is not None else 1)
             real = g.op("Cast", [g.op("Not", [g.op("Equal", [ids, g.const(pad, np.int64)])])], to=7)
             count = g.op("Mul", [g.op("CumSum", [real, g.const(1, np.int64)]), real])

@@ -30,8 +30,3 @@ def serving_device(device: str | None = "auto") -> str:
     if device in (None, "auto"):
         return "cuda" if cuda_provider_works() else "cpu"
     return device
-
-
-def default_precision(device: str | None = "auto") -> str:
-    """The precision served by default on ``device`` (see :func:`serving_device`)."""
-    return precision_preference(serving_device(device))[0]

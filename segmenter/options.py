@@ -35,6 +35,10 @@ TARGET_FRACTION = 0.6
 #: overflow the search's float sums
 MAX_PENALTY = 1e6
 
+#: the largest size or count taken (2**53: exact as a float, which the search's sums are); beyond it an
+#: integer from JSON (any length) would overflow there
+MAX_COUNT = 2 ** 53
+
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
 
 
@@ -150,8 +154,8 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     strategy = get_level(level)
     for name in ("segments", "min_chars", "max_chars", "max_tokens", "target_tokens"):
         v = values.get(name)
-        if v is not None and (not is_integer(v) or v < 1):
-            raise InputError(f"{label(name)} must be a positive integer (got {v!r})")
+        if v is not None and (not is_integer(v) or not 1 <= v <= MAX_COUNT):
+            raise InputError(f"{label(name)} must be a positive integer up to 2**53 (got {_shown(v)})")
     if values.get("segments") is not None and not strategy.segments:
         # a number of segments means topic segments; units are as many as the text has
         raise InputError(f"{label('segments')} goes with {label('level')} "
@@ -163,8 +167,8 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     if target is not None and cap is not None and target > cap:
         raise InputError(f"{label('target_tokens')} ({target}) is larger than {label('max_tokens')} ({cap})")
     ov = values.get("overlap")
-    if ov is not None and (not is_integer(ov) or ov < 0):
-        raise InputError(f"{label('overlap')} must be a non-negative integer (got {ov!r})")
+    if ov is not None and (not is_integer(ov) or not 0 <= ov <= MAX_COUNT):
+        raise InputError(f"{label('overlap')} must be a non-negative integer up to 2**53 (got {_shown(ov)})")
     if ov and not strategy.overlap:
         raise InputError(f"{label('overlap')} goes with {label('level')} "
                          f"{', '.join(n for n in names if get_level(n).overlap)}, not {level}")
@@ -173,6 +177,12 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
                           or not math.isfinite(p) or not 0 <= p <= MAX_PENALTY):
         raise InputError(f"{label('penalty')} must be a number from 0 to {MAX_PENALTY:g} (got {p!r})")
     check_splitter(values.get("sentence_splitter"))
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: its repr, or its size when that would be longer than a line."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} characters"
 
 
 def check_splitter(splitter: SentenceSplitter | None) -> SentenceSplitter | None:
@@ -195,3 +205,37 @@ def add_option_flags(parser: Any, exclude: Sequence[str] = ()) -> None:
     """Declare one flag per command-line option of :class:`SegmentOptions` on an argparse parser
     (``exclude``: field names a command has no use for)."""
     add_flags(parser, SegmentOptions, exclude=exclude)
+
+
+def option_schema(names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """A JSON Schema property for each command-line option (``names``: those, in that order; None: all).
+
+    Made from the fields, so the HTTP schema and the viewer page's form say
+    what the flags say: ``type`` (from the flag's argparse type), ``enum`` (a
+    registry's names: the levels registered when this is called),
+    ``description`` (the flag's help), ``minimum``/``maximum`` (what
+    :func:`validate_options` takes) and ``default`` where None means a fixed
+    value (``penalty``: :class:`~headseg.segmenter.topics.TopicParams`' own).
+    """
+    from .topics import TopicParams  # the search's defaults: read where they are declared
+
+    effective = {"level": SegmentOptions.level, "penalty": TopicParams.penalty}
+    bounds = {"overlap": (0, MAX_COUNT), "penalty": (0, MAX_PENALTY)}
+    out: dict[str, dict[str, Any]] = {}
+    for f in fields(SegmentOptions):
+        if "cli" not in f.metadata or (names is not None and f.name not in names):
+            continue
+        spec = cli_spec(SegmentOptions, f.name)
+        prop: dict[str, Any] = {"description": spec["help"]}
+        if "choices" in spec:
+            prop.update(type="string", enum=list(spec["choices"]))
+        else:
+            prop["type"] = {int: "integer", float: "number"}[spec["type"]]
+            lo, hi = bounds.get(f.name, (1, MAX_COUNT))
+            prop.update(minimum=lo, maximum=hi)
+        if f.name in effective:
+            prop["default"] = effective[f.name]
+        out[f.name] = prop
+    if names is not None:
+        out = {n: out[n] for n in names if n in out}
+    return out

@@ -43,17 +43,7 @@ class HeadsegApp(App):
 
     TITLE = "headseg tui"
     AUTO_FOCUS = "#matrix"
-    CSS = """
-    #body { height: 1fr; }
-    #doc { width: 40%; border: round $panel-lighten-2; padding: 0 1; }
-    #doc:focus { border: round $accent; }
-    #right { width: 1fr; }
-    #matrix { height: 1fr; border: round $panel-lighten-2; }
-    #matrix:focus { border: round $accent; }
-    #cursor-info { height: 2; padding: 0 1; }
-    #grid-box { height: auto; max-height: 50%; border: round $panel-lighten-2; }
-    #grid-box:focus-within { border: round $accent; }
-    """
+    CSS_PATH = "app.tcss"
 
     BINDINGS = [
         Binding("left_square_bracket", "layer(-1)", "layer-"),

@@ -22,7 +22,7 @@ class AppOptions:
 
     The input is one of ``path`` (a text file), ``text``, or ``document`` (a
     ready :class:`~headseg.tui.data.DocumentModel`, e.g. from
-    :func:`~headseg.tui.data.load_precomputed`); none means the bundled sample.
+    :func:`~headseg.tui.precomputed.load_precomputed`); none means the bundled sample.
     ``loaded`` (a :class:`~headseg.analysis.model.LoadedModel`) skips loading
     ``model`` (a path or hub id; None = the embedded model).
 

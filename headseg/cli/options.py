@@ -108,11 +108,12 @@ def model_limits(model: str | None) -> tuple[int, int, int]:
     :class:`~headseg.analysis.errors.ModelError` (exit 3).  ``max_positions``
     is the position table's size (RoBERTa's reserved positions taken off).
     """
-    from headseg.analysis.model import _max_positions, read_config, resolve_model_path
+    from headseg.analysis.families import max_positions, read_config
+    from headseg.analysis.locate import resolve_model_path
 
     path, name = resolve_model_path(model)
     cfg = read_config(path, name)
-    return cfg["num_hidden_layers"], cfg["num_attention_heads"], _max_positions(cfg, None)
+    return cfg["num_hidden_layers"], cfg["num_attention_heads"], max_positions(cfg, None)
 
 
 def check_model_and_profile(model: str | None, profile: str | None) -> None:

@@ -1,6 +1,7 @@
 """The viewer page at ``GET /``: plain HTML and JavaScript (``static/index.html``), no build step.
 
-Paste a text, segment it through ``POST /v1/segment``, and see the segments,
+Paste a text, choose the options (a field per option a request takes, made
+from their schema), segment it through ``POST /v1/segment``, and see the segments,
 each boundary's score, and a plot of boundary strength along the text (inline SVG).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Sequence
+from typing import Any, Mapping
 
 
 @lru_cache(maxsize=1)
@@ -17,8 +18,9 @@ def _template() -> str:
     return resources.files(__package__).joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
 
 
-def page_html(options: Sequence[str], needs_key: bool) -> str:
-    """The page, told which options a request takes and whether an API key is needed."""
-    config = json.dumps({"options": list(options), "needsKey": bool(needs_key)})
-    # "</" cannot occur in config's JSON of option names; the page reads it from a data block
+def page_html(options: Mapping[str, Mapping[str, Any]], needs_key: bool) -> str:
+    """The page, told the options a request takes (their JSON Schema: the form is made from it) and
+    whether an API key is needed."""
+    # "<" escaped: the options' help is text, and "</script>" in it must not end the data block
+    config = json.dumps({"options": dict(options), "needsKey": bool(needs_key)}).replace("<", "\\u003c")
     return _template().replace("{{CONFIG}}", config)

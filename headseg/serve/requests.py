@@ -18,10 +18,34 @@ from dataclasses import dataclass, fields
 from typing import Any, AsyncIterator
 
 from headseg.analysis.errors import HeadsegError
+from headseg.segmenter import options as segment_options
 from headseg.segmenter.options import SegmentOptions
 
 #: the options a request may set: those with a command-line flag of ``headseg segment``
 HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata and f.name != "overlap")
+
+
+def option_schema() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each option a request may set, made from the options' fields
+    (:func:`headseg.segmenter.options.option_schema`: the registered levels, the flags' help)."""
+    return segment_options.option_schema(HTTP_OPTIONS)
+
+
+def request_schema() -> dict[str, Any]:
+    """The JSON Schema of a request body: ``text`` or ``documents``, and the options."""
+    document = {"type": "object", "properties": {"id": {"type": ["string", "integer"]}, "text": {"type": "string"}},
+                "required": ["text"], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "one document: the answer is one JSON record"},
+            "documents": {"type": "array", "minItems": 1, "items": document,
+                          "description": "several documents: the answer is NDJSON, in order"},
+            **option_schema(),
+        },
+        "oneOf": [{"required": ["text"]}, {"required": ["documents"]}],
+        "additionalProperties": False,
+    }
 
 
 class RequestError(Exception):
@@ -83,8 +107,10 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
     unknown = sorted(set(data) - {"text", "documents", *HTTP_OPTIONS})
     if unknown:
         raise RequestError(422, f"unknown field(s): {', '.join(unknown)} (options: {', '.join(HTTP_OPTIONS)})")
-    if ("text" in data) == ("documents" in data):
-        raise RequestError(422, "give exactly one of 'text' (one document) or 'documents' (a list)")
+    if "text" not in data and "documents" not in data:
+        raise RequestError(422, "'text' (one document) or 'documents' (a list) is required")
+    if "text" in data and "documents" in data:
+        raise RequestError(422, "give only one of 'text' (one document) or 'documents' (a list), not both")
     try:
         options = SegmentOptions.of({k: data[k] for k in HTTP_OPTIONS if k in data})
     except HeadsegError as exc:

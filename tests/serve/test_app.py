@@ -79,7 +79,11 @@ BAD = [
     (b'{"text": "a", "max_chars": "9"}', 422, "max_chars must be a positive integer"),
     (b'{"text": "a", "level": "chapter"}', 422, "level must be one of"),
     (b'{"text": "a", "penalty": -1}', 422, "penalty"),
-    (b'{"text": "a", "documents": []}', 422, "exactly one of"),
+    (b'{"text": "a", "documents": []}', 422, "not both"),
+    (b'{"level": "unit"}', 422, "'text' (one document) or 'documents' (a list) is required"),
+    (b'{"text": "a", "max_chars": 1e400}', 422, "max_chars must be a positive integer"),
+    (b'{"text": "a", "max_tokens": 1' + b"0" * 400 + b'}', 422, "max_tokens"),
+    (b'{"text": "a", "penalty": 1e400}', 422, "penalty must be a number"),
     (b'{"text": "\\ud800"}', 422, "lone surrogate"),
     (b"[" * 100000 + b"]" * 100000, 422, "JSON"),
 ]
@@ -168,3 +172,79 @@ def test_viewer_page_is_served(client):
     r = client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert 'fetch("/v1/segment"' in r.text and '"needsKey": false' in r.text and "{{CONFIG}}" not in r.text
+
+
+def test_query_string_options_are_refused_not_ignored(client):
+    r = client.post("/v1/segment?max_chars=100", json={"text": "One. Two."})
+    assert r.status_code == 422
+    assert r.json() == {"error": "options go in the JSON body, not the query string (got ?max_chars)"}
+
+
+@pytest.mark.parametrize("method,path,status,reason", [
+    ("get", "/nowhere", 404, "no such endpoint: GET /nowhere (see /docs)"),
+    ("get", "/v1/segment", 405, "GET is not allowed on /v1/segment (use POST)"),
+    ("post", "/healthz", 405, "POST is not allowed on /healthz (use GET)"),
+])
+def test_framework_refusals_are_one_line_errors_too(client, method, path, status, reason):
+    r = getattr(client, method)(path)
+    assert r.status_code == status
+    assert r.json() == {"error": reason}
+
+
+def _request_schema(client) -> dict:
+    op = client.get("/openapi.json").json()["paths"]["/v1/segment"]["post"]
+    return op["requestBody"]["content"]["application/json"]["schema"]
+
+
+def test_request_schema_and_page_form_are_made_from_the_options(client):
+    from headseg.segmenter.levels import level_names
+    from headseg.segmenter.options import SegmentOptions, option_schema
+    from headseg.segmenter.topics import TopicParams
+    from headseg.serve.requests import HTTP_OPTIONS
+
+    schema = _request_schema(client)
+    props = schema["properties"]
+    assert list(props) == ["text", "documents", *HTTP_OPTIONS]
+    assert "target_tokens" in props and "overlap" not in props  # the drift the hand-written schema had
+    assert props["level"]["enum"] == list(level_names()) and props["level"]["default"] == "topic"
+    assert props["penalty"]["default"] == TopicParams.penalty == 0.35
+    assert props == {**props, **option_schema(HTTP_OPTIONS)}
+    # every bound the schema states is the one the options check: the minimum passes, one below fails
+    for name, spec in props.items():
+        if spec.get("type") == "integer" and name in HTTP_OPTIONS:
+            lo, hi = int(spec["minimum"]), int(spec["maximum"])  # OpenAPI's JSON writes bounds as floats
+            SegmentOptions.of({name: lo})
+            SegmentOptions.of({name: hi})
+            for bad in (lo - 1, hi + 1):
+                with pytest.raises(Exception, match=name):
+                    SegmentOptions.of({name: bad})
+    with pytest.raises(Exception, match="penalty"):
+        SegmentOptions.of({"penalty": props["penalty"]["maximum"] * 2})
+    page = client.get("/").text
+    config = json.loads(page.split('<script id="config" type="application/json">')[1].split("</script>")[0])
+    assert config["options"] == option_schema(HTTP_OPTIONS)
+
+
+def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from headseg.segmenter import levels
+    from headseg.serve.app import create_app
+
+    monkeypatch.setattr(levels, "_REGISTRY", dict(levels._REGISTRY))
+
+    from headseg.analysis.segments import Segmentation
+
+    @levels.register_level("pairs", "units two by two", search=False)
+    def pairs(d, x, opts, ctx):
+        starts = [a for a, _ in d.units[2::2]]
+        return d.measure.counted(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
+
+    text = "One is here. Two is here. Three is here. Four is here. Five."
+    with TestClient(create_app(engine=engine)) as c:
+        assert "pairs" in _request_schema(c)["properties"]["level"]["enum"]
+        assert '"pairs"' in c.get("/").text
+        r = c.post("/v1/segment", json={"text": text, "level": "pairs"})
+        assert r.status_code == 200, r.text
+        units = c.post("/v1/segment", json={"text": text, "level": "unit"}).json()["segments"]
+        assert [s["start"] for s in r.json()["segments"]] == [s["start"] for s in units[::2]]

@@ -57,7 +57,7 @@ def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(live_url + "/")
             page.fill("#text", TOPICS)
-            page.fill("#segments", "3")
+            page.fill("#opt-segments", "3")
             page.click("#go")
             page.wait_for_selector("#segments-out .seg", timeout=60_000)
             shown = page.locator("#segments-out .seg").all_inner_texts()

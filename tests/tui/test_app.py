@@ -15,7 +15,8 @@ from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.text import split_sentences
 from headseg.cli import main as cli_main
 from headseg.tui.app import FindScreen, HelpScreen, HeadsegApp, create_app
-from headseg.tui.data import MarkedSpans, load_precomputed
+from headseg.tui.data import MarkedSpans
+from headseg.tui.precomputed import load_precomputed
 from headseg.tui.render import document_excerpt
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"

@@ -18,11 +18,10 @@ from headseg.tui.data import (
     AutoSegmenter,
     DocumentModel,
     ModelSource,
-    load_precomputed,
     read_document,
-    save_precomputed,
     spans_to_token_ids,
 )
+from headseg.tui.precomputed import load_precomputed, save_precomputed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"
 TEXT = (FIXTURES / "sample.txt").read_text(encoding="utf-8")

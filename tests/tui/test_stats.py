@@ -10,7 +10,7 @@ import pytest
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.inspect import summarise
-from headseg.tui.data import load_precomputed
+from headseg.tui.precomputed import load_precomputed
 from headseg.tui.stats import DOC_STATS, document_statistics, extract_per_head, load_report_stats, window_statistics
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"

@@ -1,0 +1,51 @@
+"""The service's read-only endpoints: the viewer page, liveness, readiness and metrics.
+
+``GET /`` the viewer page (its form made from the options' schema),
+``GET /healthz`` (the process answers), ``GET /readyz`` (model loaded and graph
+warm; 503 with ``Retry-After`` before, after a failed load, or when stopping),
+``GET /metrics`` (Prometheus text; behind the API key when one is set).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+
+from .engine import Engine
+from .page import page_html
+from .refusals import busy
+from .requests import option_schema
+
+
+def probe_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRouter:
+    """The router of the read-only endpoints over ``engine``; ``check_key`` guards ``/metrics``."""
+    router = APIRouter()
+    needs_key = engine.config.api_key is not None and engine.config.api_key != ""
+
+    @router.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page_html(option_schema(), needs_key))
+
+    @router.get("/healthz")
+    async def healthz() -> dict:
+        """The process is up and answering."""
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz():
+        """200 once the model is loaded and its graph warm; 503 before, after a failed load, or when stopping."""
+        if engine.ready:
+            return {"status": "ready", **engine.describe()}
+        raise busy(engine.error or ("shutting down" if engine.closing else "loading the model"))
+
+    @router.get("/metrics", dependencies=[Depends(check_key)])
+    async def metrics() -> Response:
+        """Prometheus text exposition."""
+        from .metrics import CONTENT_TYPE
+
+        engine.metrics.pending_windows.set(engine.runner.batcher.pending_windows if engine.runner else 0)
+        return Response(engine.metrics.render(), media_type=CONTENT_TYPE)
+
+    return router

@@ -1,0 +1,144 @@
+"""``POST /v1/segment``: one ``text`` → one JSON record; a list of ``documents`` → NDJSON, in order.
+
+The body's schema is made from the segmentation options
+(:func:`~headseg.serve.requests.request_schema`).  Each request is admitted
+against the queue bound (429 when full), its documents go to the engine's
+async runner, and a client that disconnects has its pending windows dropped
+(499 in the metrics).  A document that fails in a stream is a line
+``{"document": id, "error": ...}`` and the stream goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import AsyncIterator, Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from headseg.analysis.errors import InputError
+from headseg.export.batcher import Cancelled
+
+from .engine import Engine
+from .refusals import Refusal, busy, error
+from .requests import RequestError, SegmentRequest, parse_request, read_body, request_schema
+
+log = logging.getLogger("headseg.serve")
+
+#: how often a waiting request checks that its client is still there
+_POLL_S = 0.1
+
+_RESPONSES = {200: {"description": "one record (`text`) or NDJSON records (`documents`)"},
+              401: {"description": "API key"}, 413: {"description": "body too large"},
+              422: {"description": "malformed body, options or query string"}, 429: {"description": "queue full"},
+              503: {"description": "not ready"}}
+
+
+def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRouter:
+    """The router of ``POST /v1/segment`` over ``engine``; ``check_key`` refuses a missing API key."""
+    router = APIRouter()
+    config = engine.config
+
+    @router.post("/v1/segment", responses=_RESPONSES, openapi_extra={"requestBody": {
+        "required": True, "content": {"application/json": {"schema": request_schema()}}}})
+    async def segment(request: Request) -> Response:
+        """Segment one ``text`` or a list of ``documents``; options as `headseg segment`'s flags."""
+        started = time.perf_counter()
+        try:
+            response = await _segment(request)
+        except Refusal as exc:
+            response = exc.response()
+        if not isinstance(response, StreamingResponse):
+            engine.metrics.requests.labels(str(response.status_code)).inc()
+            engine.metrics.latency.observe(time.perf_counter() - started)
+        return response
+
+    async def _segment(request: Request) -> Response:
+        check_key(request)
+        if not engine.ready:
+            raise busy("shutting down" if engine.closing else engine.error or "loading the model")
+        if request.query_params:
+            # options in the URL would be silently ignored: the body is the one place they are read
+            raise Refusal(422, f"options go in the JSON body, not the query string "
+                               f"(got ?{', '.join(sorted(set(request.query_params)))})")
+        try:
+            body = await read_body(request.stream(), request.headers.get("content-length"),
+                                   config.max_request_bytes)
+            req = parse_request(body, config.max_queue)
+        except RequestError as exc:
+            raise Refusal(exc.status, exc.reason) from None
+        if not engine.admit(len(req.texts)):
+            raise busy(f"queue full ({engine.in_flight} of {config.max_queue} documents in flight)", 429)
+        if req.many:
+            return StreamingResponse(_stream(request, req, time.perf_counter()), media_type="application/x-ndjson")
+        try:
+            task = asyncio.ensure_future(engine.runner.segment(req.texts[0], req.options))
+            if not await _finished_or_gone(request, [task]):
+                return Response(status_code=499)
+            seg = task.result()
+        except Exception as exc:  # noqa: BLE001 - one line to the client and the log, no traceback
+            return _failed(exc)
+        finally:
+            engine.release(1)
+        _served(req)
+        return JSONResponse(seg.to_dict())
+
+    async def _stream(request: Request, req: SegmentRequest, started: float) -> AsyncIterator[bytes]:
+        tasks = [asyncio.ensure_future(engine.runner.segment(t, req.options)) for t in req.texts]
+        status = "200"
+        try:
+            for doc_id, task in zip(req.ids, tasks):
+                if not await _finished_or_gone(request, [task]):
+                    status = "499"
+                    return
+                try:
+                    record = task.result().to_dict(document=doc_id)
+                except Exception as exc:  # noqa: BLE001 - the document's line says it, the stream goes on
+                    record = {"document": doc_id, "error": _reason(exc)}
+                yield (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+            _served(req)
+        finally:
+            for task in tasks:
+                task.cancel()  # a client gone mid-stream: the rest of its windows are dropped
+            engine.release(len(req.texts))
+            engine.metrics.requests.labels(status).inc()
+            engine.metrics.latency.observe(time.perf_counter() - started)
+
+    def _served(req: SegmentRequest) -> None:
+        engine.metrics.documents.inc(len(req.texts))
+        engine.metrics.characters.inc(req.characters)
+
+    return router
+
+
+async def _finished_or_gone(request: Request, tasks: list) -> bool:
+    """Wait for ``tasks``; False (and the tasks cancelled) if the client disconnects first."""
+    while True:
+        done, _ = await asyncio.wait(tasks, timeout=_POLL_S)
+        if len(done) == len(tasks):
+            return True
+        if await request.is_disconnected():
+            for t in tasks:
+                t.cancel()
+            return False
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failed document (the cause logged once when it is not the input's fault)."""
+    if not isinstance(exc, (InputError, Cancelled)):
+        log.error("segmentation failed: %s: %s", type(exc).__name__, (str(exc).splitlines() or [""])[0])
+        return "segmentation failed"
+    return (str(exc).splitlines() or [""])[0]
+
+
+def _failed(exc: BaseException) -> JSONResponse:
+    """A segmentation that failed: 422 for the input's fault, 503 when stopping, else 500 (one log line)."""
+    if isinstance(exc, Cancelled):
+        return error(503, "cancelled: the server is stopping")
+    if isinstance(exc, InputError):
+        return error(422, str(exc))
+    log.error("segmentation failed: %s: %s", type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    return error(500, "segmentation failed")
