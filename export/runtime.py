@@ -17,10 +17,13 @@ _telemetry_off = False
 def _ort():
     """The ``onnxruntime`` module, imported on first use (an :class:`ImportError` where it is missing).
 
-    Its telemetry is switched off before anything runs (``disable_telemetry_events``,
-    onnxruntime's documented switch; it sends events only on Windows builds),
-    since offline means no call out at all; every session and the quantiser get
-    onnxruntime through here.
+    ``disable_telemetry_events`` is called before anything runs, but on onnxruntime
+    1.32's Linux build it does not stop the telemetry client the library starts
+    when it loads (a device id under ``~/.cache/Microsoft``, DNS lookups of its
+    collector): only ``ORT_DISABLE_TELEMETRY=1`` in the environment at import does.
+    The ``headseg`` command sets it (:data:`headseg.cli.QUIET_ENV`); a library must
+    not set its host's environment, so here it is only documented (docs/export.md).
+    Every session and the quantiser get onnxruntime through here.
     """
     global _telemetry_off
     import onnxruntime as ort

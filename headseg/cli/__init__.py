@@ -92,6 +92,12 @@ QUIET_ENV = {
     # and transformers 5's "Loading weights" bars: the command shows its own progress.
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    # onnxruntime 1.32's Linux build starts a telemetry client when it is loaded: it keeps a device id and an
+    # event database under ~/.cache/Microsoft, resolves its collector's host name about ten seconds later and
+    # again at exit, and warns on stderr when the home cannot be written.  disable_telemetry_events() stops
+    # none of it; this variable, read once when the library loads, is its only switch.  A library must not
+    # set its host's environment, so the command line sets it here (see export.runtime).
+    "ORT_DISABLE_TELEMETRY": "1",
 }
 
 
