@@ -56,6 +56,20 @@ def _check_not_input(target: Path, inputs: list[tuple[str, os.stat_result]], wha
             raise InputError(f"{what} {target}: is inside the input folder {src}; pick another output")
 
 
+def check_not_cache(target: str | os.PathLike, what: str = "--out", hint: str = "") -> None:
+    """Refuse (exit 2) an output inside headseg's cache: the cache is headseg's own, never an output.
+
+    A file there (a new one too) would replace or sit beside a cached graph or
+    record that serving trusts; a link is judged by where it leads.
+    """
+    from .cache import cache_root
+
+    root = os.path.realpath(cache_root())
+    if _is_under(os.path.realpath(target), root) or _is_under(os.path.abspath(target), root):
+        raise InputError(f"{what} {target}: is inside headseg's cache {root}, which is never an output; "
+                         f"pick another place{hint}")
+
+
 def _probe_writable(folder: Path, what: str, target: Path) -> None:
     """Create and remove a temporary file in ``folder`` (the nearest existing one on the way to it)."""
     probe_dir = folder
@@ -112,6 +126,7 @@ def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--o
         # a dangling link into a missing folder: headseg does not make folders at the end of a link
         raise InputError(f"{what} {out}: is a symbolic link to {target}, whose folder does not exist")
     _check_pseudo(target, what)
+    check_not_cache(target, what)
     if target.is_dir():
         raise InputError(f"{what} {target}: is a directory; give a file name")
     if target.exists() and not target.is_file():
@@ -137,6 +152,7 @@ def check_output_dir(out: str | os.PathLike, inputs=(), files=(), what: str = "-
         raise InputError(f"{what} needs a directory, not '{out}'")
     target = Path(out).expanduser()
     _check_pseudo(target, what)
+    check_not_cache(target, what)
     if target.exists() and not target.is_dir():
         raise InputError(f"{what} {target}: exists and is not a directory")
     stats = _input_stats(inputs)
