@@ -114,15 +114,14 @@ class JournalSink:
         self.done: dict[int, tuple[str, str]] = {}
         # the journal is headseg's own file: never written through a link planted in its place
         nofollow = getattr(os, "O_NOFOLLOW", 0)
+        self._cut: tuple[int, int] | None = None
         if resume and os.path.exists(self.journal):
             self.done, end, journal_valid = read_journal(self.journal, settings)
             check_journal_end(out, end)
-            # O_CREAT: a run killed before its first batch left a journal and perhaps no output yet
-            self.fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-            # whatever a killed run wrote after its last finished batch is dropped
-            os.ftruncate(self.fd, end)
-            self.jfd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | nofollow)
-            os.ftruncate(self.jfd, journal_valid)
+            # Nothing is touched before the first write: a resume refused on the way (a document of
+            # standard input that changed, found as it is read) leaves the output and its journal as they were.
+            self._cut = (end, journal_valid)
+            self.fd = self.jfd = -1
         else:
             self.jfd = os.open(self.journal, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow, 0o666)
             self._append(self.jfd, json.dumps({"headseg_segment_journal": JOURNAL_VERSION, "settings": settings},
@@ -130,6 +129,18 @@ class JournalSink:
             os.fsync(self.jfd)
             self.fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
             os.fsync(self.fd)
+
+    def _resume_files(self) -> None:
+        """Open a resumed output and journal, dropping whatever a killed run wrote after its last finished batch."""
+        if self._cut is None:
+            return
+        end, journal_valid = self._cut
+        self._cut = None
+        # O_CREAT: a run killed before its first batch left a journal and perhaps no output yet
+        self.fd = os.open(self.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        os.ftruncate(self.fd, end)
+        self.jfd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0))
+        os.ftruncate(self.jfd, journal_valid)
 
     @staticmethod
     def _append(fd: int, text: str) -> None:
@@ -139,6 +150,7 @@ class JournalSink:
 
     def write_records(self, rows: Sequence[dict]) -> None:
         """Append the rows to ``--out`` and make them durable; not journaled, so ``--resume`` drops them."""
+        self._resume_files()
         self._append(self.fd, jsonl(rows))
         os.fsync(self.fd)
 
@@ -152,7 +164,11 @@ class JournalSink:
         os.fsync(self.jfd)
 
     def close(self, ok: bool = True) -> None:
-        """Close both files; with ``ok`` (every document done) the journal is removed."""
+        """Close both files; with ``ok`` (every document done) the journal is removed.  A resumed run that
+        wrote nothing and did not finish leaves both files untouched."""
+        if self._cut is not None and not ok:
+            return
+        self._resume_files()
         os.close(self.fd)
         os.close(self.jfd)
         if ok:

@@ -15,7 +15,9 @@ journaled document against the input (same id, same text digest: a changed
 input is refused, exit 2, before the model loads), truncates FILE to the
 journal's last size (dropping whatever a killed run left after it), skips the
 journaled documents and appends the rest, so an interrupted run loses at most
-the batch in flight.  The journal is removed when every document is done;
+the batch in flight.  A refused ``--resume`` changes neither FILE nor its
+journal: nothing is truncated or written before every journaled document has
+been checked (standard input's as they are read).  The journal is removed when every document is done;
 documents that failed keep it, and ``--resume`` retries them.  ``--resume`` of
 a FILE without a journal is a finished run (nothing to do) only when FILE is
 a headseg JSONL output (:func:`.formats.is_segment_output`: its first line is a
@@ -86,7 +88,8 @@ def _run_locked(args, opts: SegmentOptions, sources: list[Source], missing: list
     skip = resume_skip(done)
     ok = False
     try:
-        failed += segment_into(sink, segmenter, opts, _pending(iter_documents(sources, args), skip), args,
+        failed += segment_into(sink, segmenter, opts, _pending(iter_documents(sources, args), skip,
+                                                               max(done, default=-1)), args,
                                total=len(sources) if all(s.kind == "text" for s in sources) else None,
                                resumed=len(done))
         ok = True
@@ -231,12 +234,24 @@ def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], b
     return skip
 
 
-def _pending(docs, skip) -> Iterator[tuple[int, str, Any]]:
-    """Documents not skipped by ``--resume`` (each journaled one checked against its digest)."""
+def _pending(docs, skip, last: int = -1) -> Iterator[tuple[int, str, Any]]:
+    """Documents not skipped by ``--resume`` (each journaled one checked against its digest).
+
+    Those before ``last`` (the last journaled position: documents the interrupted run could not segment)
+    are held until every journaled document has been checked, so that a changed one (standard input is
+    checked only as it is read) refuses the run before anything is written.
+    """
+    held = []
     for n, doc_id, text in docs:
         if skip(n, doc_id, text):
             continue
+        if n < last:
+            held.append((n, doc_id, text))
+            continue
+        yield from held
+        held = []
         yield n, doc_id, text
+    yield from held
 
 
 def segment_into(sink: Sink, segmenter, opts: SegmentOptions, docs: Iterator[tuple[int, str, Any]], args,

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from cli_helpers import SENTENCES
 
 
 @pytest.fixture(scope="module")
 def model_dir(tiny_bert_dir):
     """The tiny BERT of the root conftest, as the path string ``--model`` takes."""
     return str(tiny_bert_dir)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A JSONL corpus of six short documents ``doc-0`` … ``doc-5``, each the sentences in another order."""
+    p = tmp_path / "corpus.jsonl"
+    recs = [{"id": f"doc-{i}", "text": " ".join(SENTENCES[i % 6:] + SENTENCES[:i % 6])} for i in range(6)]
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return p

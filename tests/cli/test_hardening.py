@@ -23,12 +23,9 @@ from headseg.analysis.outputs import lock_path, output_lock
 from headseg.analysis.segments import Segmentation
 from headseg.cli import main
 
-from cli_helpers import one_line as _one_line, run as _run
+from cli_helpers import SENTENCES, interrupted_run, journaled_argv, one_line as _one_line, run as _run
 
 NO_MODEL = ["--model", "/nonexistent/model"]
-SENTENCES = ["The committee met on Monday.", "It approved the budget after a long debate.",
-             "Rain fell all night.", "The river rose quickly.", "Farmers moved their cattle.",
-             "Prices of grain went up."]
 
 
 
@@ -46,14 +43,6 @@ def config_only(tmp_path):
     d.mkdir()
     shutil.copy(embedded_model_path() / "config.json", d / "config.json")
     return str(d)
-
-
-@pytest.fixture
-def corpus(tmp_path):
-    p = tmp_path / "corpus.jsonl"
-    recs = [{"id": f"doc-{i}", "text": " ".join(SENTENCES[i % 6:] + SENTENCES[:i % 6])} for i in range(6)]
-    p.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
-    return p
 
 
 # ------------------------------------------------------------------ item 2
@@ -122,23 +111,9 @@ def test_item2_two_processes_one_output(tmp_path, corpus, model_dir):
 
 # ------------------------------------------------------------------ item 3
 def test_item3_resume_refuses_a_changed_input(tmp_path, corpus, model_dir, capsys, monkeypatch):
-    from headseg.cli import journal as sinks
-
     out = tmp_path / "out.jsonl"
-    argv = ["segment", str(corpus), "--format", "jsonl", "--docs-per-batch", "2", "--out", str(out),
-            "--model", model_dir, "--backend", "torch", "--quiet"]
-    real = sinks.JournalSink.write_batch
-    calls = []
-
-    def interrupted(self, docs):
-        if calls:
-            raise KeyboardInterrupt  # killed after the first batch is journaled
-        calls.append(1)
-        real(self, docs)
-
-    monkeypatch.setattr(sinks.JournalSink, "write_batch", interrupted)
-    assert main(argv) == 130
-    monkeypatch.undo()
+    argv = journaled_argv([str(corpus)], out, model_dir)
+    interrupted_run(argv, monkeypatch)
     capsys.readouterr()
     kept = out.read_bytes()
     assert {json.loads(x)["document"] for x in kept.splitlines()} == {"doc-0", "doc-1"}

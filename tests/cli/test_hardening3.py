@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from headseg.cli import main
 
-from cli_helpers import one_line, run
+from cli_helpers import interrupted_run, journaled_argv, one_line, run
 
 NO_MODEL = ["--model", "/nonexistent/model"]
 TEXT = "The committee met on Monday. It approved the budget. Rain fell all night. The river rose quickly.\n"
@@ -60,3 +61,81 @@ def test_issue35_item2_export_out_inside_the_cache_is_refused(cache_slot, capsys
     rc, err = run(["export", *NO_MODEL, "--out", str(slot), "--force"], capsys)
     assert rc == 2 and one_line(err) and "headseg's cache" in err and "--cache" in err, err
     assert not slot.exists()
+
+
+# ------------------------------------------------------------------ item 3
+def _snapshot(*paths) -> list[tuple[bytes, int]]:
+    return [(p.read_bytes(), p.stat().st_mtime_ns) for p in paths]
+
+
+@pytest.mark.parametrize("change", [["--penalty", "0.5"], ["--level", "unit"], ["--encoding", "latin-1"],
+                                    ["--max-chars", "90"], ["--model", "MODEL2"], ["EXTRA"]])
+def test_issue35_item3_refused_resume_changes_nothing(tmp_path, corpus, model_dir, capsys, monkeypatch, change):
+    import shutil
+
+    out = tmp_path / "out.jsonl"
+    argv = journaled_argv([str(corpus)], out, model_dir)
+    interrupted_run(argv, monkeypatch)
+    capsys.readouterr()
+    jpath = tmp_path / "out.jsonl.journal"
+    before = _snapshot(out, jpath)
+    if change == ["--model", "MODEL2"]:
+        other = tmp_path / "model2"
+        shutil.copytree(model_dir, other)
+        change = ["--model", str(other)]
+    if change == ["EXTRA"]:
+        extra = tmp_path / "extra.txt"
+        extra.write_text(TEXT, encoding="utf-8")
+        argv, change = argv[:2] + [str(extra)] + argv[2:], []
+    rc, err = run(argv + change + ["--resume"], capsys)
+    assert rc == 2 and one_line(err) and "--resume" in err, err
+    assert _snapshot(out, jpath) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_issue35_item3_refused_resume_from_stdin_changes_nothing(tmp_path, corpus, model_dir, capsys, monkeypatch):
+    """Standard input is read once, so its journaled documents are checked as they come: the output (with the
+    tail a killed run left after its last journaled batch) and the journal stay as they were until they pass."""
+    import io
+    import sys
+
+    out = tmp_path / "out.jsonl"
+    argv = journaled_argv(["-", "--input-format", "jsonl"], out, model_dir)
+    data = corpus.read_bytes()
+
+    def stdin(raw: bytes):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8"))
+
+    stdin(data)
+    interrupted_run(argv, monkeypatch)
+    capsys.readouterr()
+    with out.open("ab") as fh:
+        fh.write(b'{"document": "doc-2", "ind')  # torn by the kill
+    jpath = tmp_path / "out.jsonl.journal"
+    before = _snapshot(out, jpath)
+    stdin(data.replace(b"Monday", b"Tuesday"))
+    rc, err = run(argv + ["--resume"], capsys)
+    assert rc == 2 and one_line(err) and "changed since the interrupted run" in err, err
+    assert _snapshot(out, jpath) == before
+    stdin(data)  # the same input resumes to the uninterrupted output
+    assert main(argv + ["--resume"]) == 0
+    full = tmp_path / "full.jsonl"
+    stdin(data)
+    assert main(argv[:argv.index("--out") + 1] + [str(full)] + argv[argv.index("--out") + 2:]) == 0
+    assert out.read_bytes() == full.read_bytes() and not jpath.exists()
+
+
+def test_issue35_item3_documents_before_the_last_journaled_wait_for_its_check():
+    from headseg.analysis.errors import InputError
+    from headseg.cli.segment import _pending, resume_skip
+    from headseg.cli.journal import document_digest
+
+    done = {0: ("a", document_digest("A")), 2: ("c", document_digest("C"))}  # "b" failed in the interrupted run
+    docs = [(0, "a", "A"), (1, "b", "B"), (2, "c", "C changed"), (3, "d", "D")]
+    got = []
+    with pytest.raises(InputError, match="c changed since"):
+        for doc in _pending(iter(docs), resume_skip(done), last=2):
+            got.append(doc)
+    assert got == []
+    docs[2] = (2, "c", "C")
+    assert list(_pending(iter(docs), resume_skip(done), last=2)) == [(1, "b", "B"), (3, "d", "D")]
