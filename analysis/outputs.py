@@ -56,6 +56,44 @@ def _check_not_input(target: Path, inputs: list[tuple[str, os.stat_result]], wha
             raise InputError(f"{what} {target}: is inside the input folder {src}; pick another output")
 
 
+#: how much longer than an output's name the longest file headseg writes beside it is (its lock, ``.NAME`` +
+#: :data:`LOCK_SUFFIX`; a temporary file is ``.NAME.XXXXXXXX.tmp``, a journal ``NAME.journal``)
+COMPANION_BYTES = 15
+
+
+def _shown(path: str | os.PathLike, limit: int = 120) -> str:
+    """``path`` for a message: a name thousands of bytes long is cut in the middle."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2 + 3:]}"
+
+
+def _nearest_folder(path: Path) -> Path:
+    folder = path.parent
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def check_name_length(target: str | os.PathLike, what: str = "--out") -> None:
+    """Refuse (exit 2) an output whose name, or the name of a file headseg writes beside it, or whose whole path
+    is longer than the file system allows: one line before any work, not an ``OSError`` when the file is made."""
+    p = Path(os.path.abspath(Path(target).expanduser()))
+    try:
+        name_max = os.pathconf(_nearest_folder(p), "PC_NAME_MAX")
+        path_max = os.pathconf(_nearest_folder(p), "PC_PATH_MAX")
+    except (OSError, ValueError):
+        return  # no limits to read here: creating the file will tell
+    longest = max((len(os.fsencode(part)) for part in p.parts), default=0)
+    name = len(os.fsencode(p.name))
+    if longest > name_max or name + COMPANION_BYTES > name_max:
+        raise InputError(f"{what} {_shown(target)}: the name is too long for this file system ({max(longest, name)} "
+                         f"bytes; an output's name may have {name_max - COMPANION_BYTES}: headseg writes files "
+                         "beside it named after it)")
+    if len(os.fsencode(str(p))) + COMPANION_BYTES >= path_max:
+        raise InputError(f"{what} {_shown(target)}: the path is too long for this file system "
+                         f"({len(os.fsencode(str(p))):,} bytes; at most {path_max - COMPANION_BYTES - 1:,})")
+
+
 def check_not_cache(target: str | os.PathLike, what: str = "--out", hint: str = "") -> None:
     """Refuse (exit 2) an output inside headseg's cache: the cache is headseg's own, never an output.
 
@@ -121,6 +159,15 @@ def check_output_path(out: str | os.PathLike | None, inputs=(), what: str = "--o
         return None
     if str(out) == "":
         raise InputError(f"{what}: empty path")
+    check_name_length(out, what)
+    try:
+        return _check_output_file(out, inputs, what, ours, force)
+    except OSError as exc:  # one the checks above did not foresee: still one line, before any work
+        raise InputError(f"{what} {_shown(out)}: {exc.strerror or exc}") from None
+
+
+def _check_output_file(out: str | os.PathLike, inputs, what: str, ours: Callable[[Path], bool] | None,
+                       force: bool) -> Path:
     target = output_target(out)
     if target != Path(out).expanduser() and not target.parent.is_dir():
         # a dangling link into a missing folder: headseg does not make folders at the end of a link
@@ -150,6 +197,14 @@ def check_output_dir(out: str | os.PathLike, inputs=(), files=(), what: str = "-
     """:func:`check_output_path` for an output folder and the ``files`` that will be written in it."""
     if str(out) in ("", STDOUT):
         raise InputError(f"{what} needs a directory, not '{out}'")
+    check_name_length(out, what)
+    try:
+        return _check_output_folder(out, inputs, files, what)
+    except OSError as exc:  # one the checks above did not foresee: still one line, before any work
+        raise InputError(f"{what} {_shown(out)}: {exc.strerror or exc}") from None
+
+
+def _check_output_folder(out: str | os.PathLike, inputs, files, what: str) -> Path:
     target = Path(out).expanduser()
     _check_pseudo(target, what)
     check_not_cache(target, what)

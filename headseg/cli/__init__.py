@@ -21,6 +21,7 @@ from typing import Callable
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.writing import WRITE_ERRNOS
 
+from .options import ClosedStdout, StdoutClosedError
 from . import evaluate, export, inspect, retrieval, segment, serve, study, tui
 
 #: command modules, in the order ``--help`` lists them
@@ -179,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The parsed command, its errors turned into one line on stderr and an exit code."""
+    closed = sys.stdout is None
+    if closed:
+        sys.stdout = ClosedStdout()
+    try:
+        return _run_command(args)
+    finally:
+        if closed:
+            sys.stdout = None
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         check = getattr(args, "check", None)
         if check is not None:
@@ -203,7 +215,7 @@ def _run(args: argparse.Namespace) -> int:
         _silence_stdout()
         return 0
     except OSError as exc:
-        if exc.errno not in WRITE_ERRNOS:
+        if exc.errno not in WRITE_ERRNOS and not isinstance(exc, StdoutClosedError):
             raise
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"headseg: error: cannot write the output: {where}{exc.strerror or exc}", file=sys.stderr)

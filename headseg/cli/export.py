@@ -6,7 +6,7 @@ import json
 import sys
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.outputs import check_not_cache
+from headseg.analysis.outputs import check_name_length, check_not_cache
 from headseg.analysis.writing import STDOUT
 from headseg.analysis.model import load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
@@ -41,6 +41,7 @@ def check_args(args) -> None:
         except HeadsegError as exc:
             raise InputError(str(exc)) from None
     if args.out:
+        check_name_length(args.out)
         check_not_cache(args.out, hint=" (`headseg export --cache` exports into the cache)")
         check_out_dir(args.out, args.force)
     why = export_available()

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import errno
 import importlib.util
 import math
+import sys
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.reading import DEFAULT_MAX_BYTES
@@ -30,6 +32,31 @@ def require(*modules: str) -> None:
     for module in modules:
         if importlib.util.find_spec(module) is None:
             raise ModuleNotFoundError(f"No module named '{module}'", name=module)
+
+
+class StdoutClosedError(OSError):
+    """What writing to a standard output that was closed when the process started raises."""
+
+
+class ClosedStdout:
+    """Stands in for ``sys.stdout`` when the process started without one (``>&-``: Python sets it to None), so
+    that a command writing there fails as any unwritable output does, in one line, not with an AttributeError."""
+
+    def write(self, text: str) -> int:
+        if text:
+            raise StdoutClosedError(errno.EBADF, "standard output is closed")
+        return 0
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def stdout_closed() -> bool:
+    """Whether the process started with its standard output closed (``headseg ... >&-``)."""
+    return sys.stdout is None or isinstance(sys.stdout, ClosedStdout)
 
 
 def add_model(p: argparse.ArgumentParser) -> None:

@@ -120,6 +120,8 @@ def check_args(args) -> SegmentOptions:
         raise InputError("--artifact is served by the ONNX engine: it does not go with --backend torch")
     if args.force and not writes_file(args):
         raise InputError("--force goes with --out FILE")
+    if not writes_file(args) and options.stdout_closed():
+        raise InputError("standard output is closed: the segments have nowhere to go (give --out FILE)")
     fmt = get_format(args.format)
     if args.resume and not journaled(args):
         journals = " or ".join(n for n in format_names() if get_format(n).journaled)

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 
+import os
+
 import pytest
 
 from headseg.cli import main
@@ -139,3 +141,55 @@ def test_issue35_item3_documents_before_the_last_journaled_wait_for_its_check():
     assert got == []
     docs[2] = (2, "c", "C")
     assert list(_pending(iter(docs), resume_skip(done), last=2)) == [(1, "b", "B"), (3, "d", "D")]
+
+
+# ------------------------------------------------------------------ item 12
+def _name_max(folder) -> int:
+    return os.pathconf(folder, "PC_NAME_MAX")
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl", "parquet"])
+@pytest.mark.parametrize("extra", [1, -5])  # over the limit; under it, but too long for the lock beside it
+def test_issue35_item12_out_name_too_long(doc, tmp_path, capsys, fmt, extra):
+    out = tmp_path / ("a" * (_name_max(tmp_path) + extra))
+    rc, err = run(["segment", str(doc), "--format", fmt, "--out", str(out), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "too long" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.txt"]
+
+
+def test_issue35_item12_out_path_too_long(doc, tmp_path, capsys):
+    out = tmp_path.joinpath(*["d"] * 2100, "x.txt")  # longer than PATH_MAX, each name short
+    rc, err = run(["segment", str(doc), "--out", str(out), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "too long" in err and len(err) < 400, err
+
+
+@pytest.mark.parametrize("command", [["export", "--out", "{long}"], ["evaluate", "{doc}", "--out", "{long}"],
+                                     ["inspect", "{doc}", "--save", "{long}"]])
+def test_issue35_item12_other_outputs_name_too_long(doc, tmp_path, capsys, command):
+    long = str(tmp_path / ("a" * (_name_max(tmp_path) + 1)))
+    rc, err = run([a.format(long=long, doc=doc) for a in command] + NO_MODEL, capsys)
+    assert rc == 2 and one_line(err) and "too long" in err, err
+
+
+def test_issue35_item12_closed_stdout(doc, tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "headseg", "segment", str(doc), *NO_MODEL], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert r.returncode == 2 and one_line(r.stderr) and "standard output is closed" in r.stderr, r.stderr
+
+
+def test_issue35_item12_closed_stdout_any_command(monkeypatch, capsys):
+    """A command that finds out only when it writes: the output cannot be written (exit 1), in one line."""
+    import argparse
+    import sys
+
+    from headseg.cli import _run
+
+    monkeypatch.setattr(sys, "stdout", None)
+    rc = _run(argparse.Namespace(command="inspect", func=lambda args: print("a table")))
+    assert sys.stdout is None
+    err = capsys.readouterr().err
+    assert rc == 1 and one_line(err) and "standard output is closed" in err, err
