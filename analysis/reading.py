@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -34,13 +35,77 @@ def _norm_encoding(encoding: str) -> str:
     return encoding.lower().replace("-", "").replace("_", "")
 
 
-def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
+#: every byte order mark, the UTF-8 one included, with the codec family it belongs to
+_MARKS = ((b"\xef\xbb\xbf", "utf-8"),) + _BOMS
+
+
+#: how documents in formats that are not text begin, and what to say: headseg reads text, they are converted first
+_NOT_TEXT_FORMATS = (
+    (b"%PDF-", "a PDF file", "convert it to text first, e.g. `pdftotext FILE FILE.txt`"),
+    (b"PK\x03\x04", "a ZIP archive (a .docx, .odt or .epub is one)", "convert it to text first"),
+    (b"{\\rtf", "an RTF document", "convert it to text first"),
+)
+
+
+def _check_format(data: bytes, source: str) -> None:
+    for magic, what, advice in _NOT_TEXT_FORMATS:
+        if data.startswith(magic):
+            raise InputError(f"{source}: is {what}, not text; {advice}")
+
+
+def _decodes(data: bytes, encoding: str, final: bool) -> bool:
+    try:
+        codecs.getincrementaldecoder(encoding)().decode(data, final=final)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _check_encoding(data: bytes, source: str, encoding: str, final: bool = True) -> None:
+    """Refuse bytes that say they are not in ``encoding`` (given explicitly; the default reads byte order marks).
+
+    A byte order mark of another encoding contradicts it; so do UTF-8 bytes without a single NUL read as
+    UTF-16 or UTF-32: every such text of letters, spaces or line breaks has NULs, and UTF-8 read that way
+    decodes without an error into CJK ideographs.
+    """
+    try:
+        codec = codecs.lookup(encoding).name  # "utf-16-le", "iso8859-1", ...
+    except LookupError:
+        raise InputError(f"unknown encoding '{encoding}'") from None
+    if codec in ("utf-8", "utf-8-sig"):
+        return
+    for mark, name in _MARKS:
+        if data.startswith(mark):
+            # the UTF-32 LE mark begins with the UTF-16 LE one: utf-16 text may begin with it (and a NUL)
+            family = codec in ("utf-16", "utf-32") and name.startswith(codec)
+            if not (family or name == codec or (name == "utf-32-le" and codec == "utf-16-le")):
+                raise InputError(f"{source}: begins with the {name.upper()} byte order mark, which contradicts "
+                                 f"--encoding {encoding}; drop --encoding (the default reads the mark)")
+            return
+    if codec.startswith(("utf-16", "utf-32")) and b"\x00" not in data and len(data) >= 4 \
+            and _decodes(data, "utf-8", final):
+        raise InputError(f"{source}: is UTF-8 text, not {encoding} (no byte order mark and no NUL byte, which "
+                         f"{encoding} text of letters and spaces has); drop --encoding")
+
+
+#: what a decoding into mostly these characters did not find text in: replacement and private-use characters
+_NOT_TEXT = re.compile(r"[\ufffd\ue000-\uf8ff\U000f0000-\U0010ffff]")
+
+
+def decode_text(data: bytes, source: str, encoding: str = "utf-8", final: bool = True) -> str:
     """Decode bytes to text, refusing binary data and undecodable input.
 
     With the default UTF-8, a UTF-16 or UTF-32 byte order mark selects that
-    encoding (the mark is unambiguous).  Binary content is judged on the whole
-    decoded text: any NUL, or control characters in more than a tenth of it.
+    encoding (the mark is unambiguous); with another encoding, a mark that
+    contradicts it is refused, as are UTF-8 bytes read as UTF-16 or UTF-32.
+    A PDF (or another document format) is named as such.  Binary content is
+    judged on the whole decoded text: any NUL, or control characters in more
+    than a tenth of it; a text of mostly replacement or private-use characters
+    was decoded with the wrong encoding.  ``final`` False: ``data`` is the
+    beginning of a file (:func:`check_text_file`), which may end inside a character.
     """
+    _check_format(data, source)
+    _check_encoding(data, source, encoding, final)
     enc = encoding
     if _norm_encoding(encoding) in ("utf8", "utf8sig"):
         for bom, name in _BOMS:
@@ -48,7 +113,7 @@ def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
                 enc, data = name, data[len(bom):]
                 break
     try:
-        text = data.decode(enc)
+        text = codecs.getincrementaldecoder(enc)().decode(data, final=final)
     except LookupError:
         raise InputError(f"unknown encoding '{encoding}'") from None
     except UnicodeDecodeError as exc:
@@ -64,6 +129,10 @@ def decode_text(data: bytes, source: str, encoding: str = "utf-8") -> str:
     if "\x00" in text:
         raise InputError(f"{source}: looks like a binary file (NUL characters); headseg reads text "
                          "(for UTF-16/UTF-32 text without a byte order mark pass --encoding utf-16 or utf-32)")
+    shown = len(text) - sum(ch.isspace() for ch in text)
+    if shown and len(_NOT_TEXT.findall(text)) * 2 > shown:
+        raise InputError(f"{source}: decodes as {enc} into mostly replacement or private-use characters, not "
+                         "text; pass the right --encoding")
     # Counting stops early: a text only needs to be shown to be below the limit.
     limit = len(text) // 10
     if limit and _BINARY_CONTROLS.search(text):
@@ -103,6 +172,22 @@ def read_head(path: str | os.PathLike, max_bytes: int) -> bytes:
             return fh.read(max_bytes)
     except OSError as exc:
         raise _read_error(str(path), exc) from None
+
+
+#: how much of a text file :func:`check_text_file` reads
+SNIFF_BYTES = 65536
+
+
+def check_text_file(path: str | os.PathLike, encoding: str = "utf-8", max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    """What :func:`read_text` would refuse in the file at ``path`` that its size and first bytes show (missing,
+    a folder, unreadable, over ``max_bytes``, a PDF, binary, the wrong encoding): :class:`InputError`, found
+    before any work.  What only the rest of the file can show is found when it is read."""
+    source = str(path)
+    size = file_size(path)
+    if size > max_bytes:
+        raise InputError(f"{source}: {size:,} bytes is over the limit of {max_bytes:,} (raise it with --max-bytes)")
+    head = read_head(path, SNIFF_BYTES)
+    decode_text(head, source, encoding, final=len(head) == size)
 
 
 def read_text(

@@ -2,9 +2,11 @@
 
 Inputs are text files, folders (walked recursively, in sorted order), ``-``
 (stdin), JSONL and Parquet corpora, and remote URIs (which only the Ray
-engine's reader opens).  A document that cannot be read is yielded as an
-:class:`InputError` in its place, so it is reported in input order and the
-others go on.
+engine's reader opens).  Inputs that are missing or unreadable, and text files
+whose first bytes show they cannot be read, are found before any model loads
+(:func:`check_text_sources`); a document that turns out unreadable later (a
+JSONL record, bytes past the first ones) is yielded as an :class:`InputError`
+in its place, so it is reported in input order and the others go on.
 
 The readers take the parsed command line (``args``) and read from it
 ``encoding``, ``max_bytes``, ``text_field`` and ``id_field``.
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from headseg.analysis.errors import HeadsegError, InputError
-from headseg.analysis.reading import read_text
+from headseg.analysis.reading import check_text_file, read_text
 from headseg.segmenter.stream import jsonl_document, not_text
 
 #: suffixes read from a folder (a file named explicitly is always read)
@@ -82,6 +84,21 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
         else:
             missing.append((p, "no such file"))
     return sources, missing
+
+
+def check_text_sources(sources: list[Source], encoding: str, max_bytes: int) -> list[tuple[str, str]]:
+    """``(path, reason)`` for each local text file that its size and first bytes show cannot be read
+    (:func:`~headseg.analysis.reading.check_text_file`), found before any model loads."""
+    bad = []
+    for src in sources:
+        if src.kind != "text" or src.path == "-" or "://" in src.path:
+            continue
+        try:
+            check_text_file(src.path, encoding=encoding, max_bytes=max_bytes)
+        except InputError as exc:
+            msg = str(exc)
+            bad.append((src.path, msg[len(src.path) + 2:] if msg.startswith(f"{src.path}: ") else msg))
+    return bad
 
 
 def _why(exc: OSError) -> str:

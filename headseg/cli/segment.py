@@ -52,7 +52,7 @@ from headseg.segmenter.options import SegmentOptions, add_option_flags
 from headseg.segmenter.stream import DEFAULT_BATCH_DOCS, DocumentError
 
 from . import options
-from .inputs import Source, expand_inputs, iter_documents
+from .inputs import Source, check_text_sources, expand_inputs, iter_documents
 from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output
 from .journal import JournalSink, check_journal, check_journal_end, document_digest, journal_path, read_journal
 from .sinks import Sink, report_failed
@@ -63,27 +63,28 @@ READING_KEYS = ("input_format", "text_field", "id_field", "encoding")
 
 
 def run(args) -> int:
-    """``headseg segment``: returns the exit code (1 if any input or document failed)."""
+    """``headseg segment``: returns the exit code (1 if any document failed)."""
     opts = check_args(args)
     if args.backend == "torch":
         options.require(*options.TORCH_MODULES)
-    sources, missing = find_inputs(args)
+    sources = find_inputs(args)
     with output_lock(args.out if writes_file(args) else None):
-        return _run_locked(args, opts, sources, missing)
+        return _run_locked(args, opts, sources)
 
 
-def _run_locked(args, opts: SegmentOptions, sources: list[Source], missing: list[tuple[str, str]]) -> int:
+def _run_locked(args, opts: SegmentOptions, sources: list[Source]) -> int:
     """:func:`run` once ``--out`` is locked: the resume checks, the model, the documents."""
-    failed = report_missing(missing)
     if args.engine == "ray":
         from .segment_ray import segment_corpus_ray
 
-        return segment_corpus_ray(args, opts, sources, failed)
+        return segment_corpus_ray(args, opts, sources)
     settings = settings_of(args, opts, sources)
     if args.resume and not check_resume(args, settings, sources):
-        return 1 if failed else 0
+        return 0
+    announce_stdin(args, sources)
     segmenter = load_segmenter(args)
-    sink = open_sink(args, settings, single=len(sources) == 1 and not missing and sources[0].kind == "text")
+    sink = open_sink(args, settings, single=len(sources) == 1 and sources[0].kind == "text")
+    failed = 0
     done = sink.done if isinstance(sink, JournalSink) else {}
     skip = resume_skip(done)
     ok = False
@@ -141,24 +142,29 @@ def check_args(args) -> SegmentOptions:
     return opts
 
 
-def find_inputs(args) -> tuple[list[Source], list[tuple[str, str]]]:
-    """The sources to read and the missing inputs; refuses a lone missing input, and an output that is an input."""
-    sources, missing = expand_inputs(args.files, args.input_format)
-    if not sources and len(args.files) == 1 and missing:
-        raise InputError(f"{missing[0][0]}: {missing[0][1]}")
+def find_inputs(args) -> list[Source]:
+    """The sources to read, every one checked before anything loads: an input that is missing, unreadable, or a
+    text file that its first bytes show cannot be read (a PDF, binary, the wrong encoding) refuses the run
+    (exit 2, one line naming the first and counting the others); so does an output that is an input."""
+    sources, bad = expand_inputs(args.files, args.input_format)
+    bad += check_text_sources(sources, args.encoding, args.max_bytes)
+    if bad:
+        (path, reason), more = bad[0], len(bad) - 1
+        others = f" (and {more} more input{'s' if more > 1 else ''} that cannot be read: {bad[1][0]}" \
+                 f"{', ...' if more > 1 else ''})" if more else ""
+        raise InputError(f"{path}: {reason}{others}")
     if writes_file(args):
         # --resume appends to its own output: what it may resume is judged by check_resume
         check_output(args.out, sources, journaled(args), force=args.force or args.resume)
         if journaled(args) and args.engine == "local":
             check_journal(args.out, force=args.force or args.resume)
-    return sources, missing
+    return sources
 
 
-def report_missing(missing: list[tuple[str, str]]) -> int:
-    """One error line per missing input on stderr; returns their count (the others go on)."""
-    for path, reason in missing:
-        print(f"headseg: error: {path}: {reason}", file=sys.stderr)
-    return len(missing)
+def announce_stdin(args, sources: list[Source]) -> None:
+    """Say so when standard input is read from a terminal: the command is waiting for the user, not stuck."""
+    if not args.quiet and any(s.path == "-" for s in sources) and sys.stdin is not None and sys.stdin.isatty():
+        print("headseg: reading standard input (end it with Ctrl-D)", file=sys.stderr)
 
 
 def settings_of(args, opts: SegmentOptions, sources: list[Source]) -> dict:

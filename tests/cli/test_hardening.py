@@ -258,10 +258,9 @@ def test_item8_unreadable_file_is_found_before_the_model(tmp_path, capsys, monke
     monkeypatch.setattr(os, "access", lambda p, mode, **k: False if os.fspath(p) == str(bad) else real(p, mode, **k))
     rc, err = _run(["segment", str(bad)] + NO_MODEL, capsys)
     assert rc == 2 and _one_line(err) and f"{bad}: permission denied" in err, err
-    # with other inputs it is reported first, then the run goes on (and meets the missing model: exit 3)
-    rc, err = _run(["segment", str(bad), str(good)] + NO_MODEL, capsys)
-    lines = err.splitlines()
-    assert rc == 3 and lines[0] == f"headseg: error: {bad}: permission denied" and len(lines) == 2, err
+    # with other inputs too (issue 35 item 23: every input is checked before the model loads)
+    rc, err = _run(["segment", str(good), str(bad)] + NO_MODEL, capsys)
+    assert rc == 2 and _one_line(err) and f"{bad}: permission denied" in err, err
 
 
 # ------------------------------------------------------------------ item 9

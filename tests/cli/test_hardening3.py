@@ -193,3 +193,91 @@ def test_issue35_item12_closed_stdout_any_command(monkeypatch, capsys):
     assert sys.stdout is None
     err = capsys.readouterr().err
     assert rc == 1 and one_line(err) and "standard output is closed" in err, err
+
+
+# ------------------------------------------------------------------ item 13
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_issue35_item13_utf16_on_a_utf8_file(doc, capsys, encoding):
+    doc.write_text("Déjà vu. " + TEXT, encoding="utf-8")
+    rc, err = run(["segment", str(doc), "--encoding", encoding, *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "UTF-8" in err and encoding in err, err
+
+
+@pytest.mark.parametrize("bom,encoding", [(b"\xef\xbb\xbf", "latin-1"), (b"\xef\xbb\xbf", "utf-16"),
+                                          (b"\xfe\xff", "utf-16-le"), (b"\xff\xfe", "utf-16-be"),
+                                          (b"\xff\xfe", "cp1252")])
+def test_issue35_item13_bom_contradicts_the_encoding(doc, capsys, bom, encoding):
+    body = TEXT.encode("utf-16-be" if bom == b"\xfe\xff" else "utf-16-le" if bom == b"\xff\xfe" else "utf-8")
+    doc.write_bytes(bom + body)
+    rc, err = run(["segment", str(doc), "--encoding", encoding, *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "byte order mark" in err and encoding in err, err
+
+
+def test_issue35_item13_mostly_private_use_or_replacement(doc, capsys):
+    doc.write_text("\ue000\ue001\ue002 \ufffd\ufffd\ufffd\ufffd a.", encoding="utf-8")
+    rc, err = run(["segment", str(doc), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "replacement or private-use" in err, err
+
+
+@pytest.mark.parametrize("data,encoding,text", [
+    ("Déjà vu. 東京".encode("utf-16-le"), "utf-16-le", "Déjà vu. 東京"),
+    ("Déjà vu. 東京".encode("utf-16"), "utf-16", "Déjà vu. 東京"),
+    (b"\xff\xfe" + "Déjà vu.".encode("utf-16-le"), "utf-8", "Déjà vu."),  # the default reads the mark
+    (b"\xef\xbb\xbf" + "Déjà vu.".encode("utf-8"), "utf-8-sig", "Déjà vu."),
+    ("Déjà vu.".encode("latin-1"), "latin-1", "Déjà vu."),
+    ("東京は晴れ。大阪は雨。".encode("utf-16-be"), "utf-16-be", "東京は晴れ。大阪は雨。"),
+    ("icons \ue000 \ue001 in a sentence of words.".encode("utf-8"), "utf-8", "icons \ue000 \ue001 in a sentence of words."),
+])
+def test_issue35_item13_real_text_still_reads(data, encoding, text):
+    from headseg.analysis.reading import decode_text
+
+    assert decode_text(data, "x", encoding) == text
+
+
+# ------------------------------------------------------------------ item 23
+def test_issue35_item23_every_input_is_checked_before_the_model(doc, tmp_path, capsys):
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    (folder / "a.txt").write_text(TEXT, encoding="utf-8")
+    missing = tmp_path / "missing.txt"
+    out = tmp_path / "out.txt"
+    rc, err = run(["segment", str(folder), str(missing), "--out", str(out), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and f"{missing}: no such file" in err, err
+    assert not out.exists()
+    other = tmp_path / "gone.txt"
+    rc, err = run(["segment", str(missing), str(doc), str(other), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and err == (f"headseg: error: {missing}: no such file (and 1 more input that "
+                                                 f"cannot be read: {other})\n"), err
+
+
+def test_issue35_item23_a_pdf_says_it_is_a_pdf(doc, tmp_path, capsys):
+    pdf = tmp_path / "paper.pdf"
+    pdf.write_bytes(b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n\x00\x01stream")
+    for argv in ([str(pdf)], [str(doc), str(pdf)]):
+        rc, err = run(["segment", *argv, *NO_MODEL], capsys)
+        assert rc == 2 and one_line(err) and f"{pdf}: is a PDF file, not text; convert it" in err, err
+
+
+def test_issue35_item23_binary_and_oversized_files_are_found_before_the_model(doc, tmp_path, capsys):
+    binary = tmp_path / "bin.txt"
+    binary.write_bytes(b"\x00\x01\x02")
+    rc, err = run(["segment", str(doc), str(binary), *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and f"{binary}: looks like a binary file" in err, err
+    rc, err = run(["segment", str(doc), "--max-bytes", "10", *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and "over the limit of 10" in err, err
+
+
+def test_issue35_item23_stdin_on_a_terminal_says_it_is_read(capsys, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.TextIOWrapper):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal(io.BytesIO(TEXT.encode()), encoding="utf-8"))
+    rc, err = run(["segment", "-", *NO_MODEL], capsys)
+    assert rc == 3 and err.splitlines()[0] == "headseg: reading standard input (end it with Ctrl-D)", err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TEXT.encode()), encoding="utf-8"))
+    rc, err = run(["segment", "-", *NO_MODEL], capsys)
+    assert rc == 3 and "standard input" not in err  # a pipe: nothing to say
