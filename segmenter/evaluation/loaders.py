@@ -222,9 +222,23 @@ def parse_dialogues(text: str, path: str) -> list[Document]:
     return docs
 
 
+def _boundary_list(obj: dict, path: str, lineno: int, what: str) -> list[int]:
+    """A record's ``boundaries``: integers, strictly increasing (a gold standard listing a boundary twice,
+    or out of order, was not written as the format says: refused, not guessed at)."""
+    b = obj.get("boundaries")
+    if not isinstance(b, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in b):
+        raise _err(path, lineno, f"'boundaries' must be a list of {what} (integers)")
+    for prev, x in zip(b, b[1:]):
+        if x <= prev:
+            raise _err(path, lineno, f"'boundaries' must be strictly increasing ({x} after {prev})")
+    return b
+
+
 def _json_doc(obj, path: str, lineno: int) -> Document:
     if not isinstance(obj, dict):
         raise _err(path, lineno, "each line must be a JSON object")
+    if "boundaries" in obj and "labels" in obj:
+        raise _err(path, lineno, "both 'boundaries' and 'labels': give one of them")
     doc_id = str(obj.get("id", f"{Path(path).stem}:{lineno}"))
     if "sentences" in obj:
         sents = obj["sentences"]
@@ -235,9 +249,7 @@ def _json_doc(obj, path: str, lineno: int) -> Document:
             raise _err(path, lineno, "empty or whitespace-only sentence")
         n = len(units)
         if "boundaries" in obj:
-            b = obj["boundaries"]
-            if not isinstance(b, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in b):
-                raise _err(path, lineno, "'boundaries' must be a list of unit indices (integers)")
+            b = _boundary_list(obj, path, lineno, "unit indices")
             bad = [x for x in b if x < 0 or x >= n]
             if bad:
                 raise _err(path, lineno, f"boundary index {bad[0]} is outside 0..{n - 1}")
@@ -256,11 +268,9 @@ def _json_doc(obj, path: str, lineno: int) -> Document:
         from headseg.analysis.text import split_sentences
 
         text = obj["text"]
-        b = obj.get("boundaries")
         if not isinstance(text, str) or not text.strip():
             raise _err(path, lineno, "'text' must be a non-empty string")
-        if not isinstance(b, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in b):
-            raise _err(path, lineno, "'boundaries' must be a list of character offsets (integers)")
+        b = _boundary_list(obj, path, lineno, "character offsets")
         bad = [x for x in b if x < 0 or x > len(text)]
         if bad:
             raise _err(path, lineno, f"character offset {bad[0]} is outside the text (0..{len(text)})")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 
+import json
 import os
 
 import pytest
@@ -281,3 +282,32 @@ def test_issue35_item23_stdin_on_a_terminal_says_it_is_read(capsys, monkeypatch)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(TEXT.encode()), encoding="utf-8"))
     rc, err = run(["segment", "-", *NO_MODEL], capsys)
     assert rc == 3 and "standard input" not in err  # a pipe: nothing to say
+
+
+# ------------------------------------------------------------------ item 14
+SENTS = ["The committee met.", "It approved the budget.", "Rain fell.", "The river rose.", "Farmers moved."]
+
+
+@pytest.mark.parametrize("record,message", [
+    ({"sentences": SENTS, "boundaries": [3, 1]}, "increasing"),
+    ({"sentences": SENTS, "boundaries": [1, 3, 3]}, "increasing"),
+    ({"sentences": SENTS, "boundaries": [2], "labels": [0, 1, 0, 0, 1]}, "both 'boundaries' and 'labels'"),
+    ({"text": " ".join(SENTS), "boundaries": [40, 19]}, "increasing"),
+    ({"text": " ".join(SENTS), "boundaries": [19, 19]}, "increasing"),
+    ({"text": " ".join(SENTS), "boundaries": [19], "labels": [1, 0, 0, 0, 1]}, "both 'boundaries' and 'labels'"),
+])
+def test_issue35_item14_gold_jsonl_with_bad_boundaries(tmp_path, capsys, record, message):
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(json.dumps({"id": "d", **record}) + "\n", encoding="utf-8")
+    rc, err = run(["evaluate", str(gold), "--method", "even"], capsys)
+    assert rc == 2 and one_line(err) and f"{gold}:1:" in err and message in err, err
+
+
+def test_issue35_item14_good_gold_jsonl_still_loads():
+    from headseg.segmenter.evaluation.loaders import parse_jsonl
+
+    docs = parse_jsonl("\n".join(json.dumps(r) for r in [
+        {"id": "a", "sentences": SENTS, "boundaries": [0, 2, 4]},
+        {"id": "b", "sentences": SENTS, "labels": [0, 1, 0, 0, 1]},
+        {"id": "c", "text": " ".join(SENTS), "boundaries": [19, 44]}]), "gold.jsonl")
+    assert [d.boundaries for d in docs] == [[2, 4], [2], [1, 2]]
