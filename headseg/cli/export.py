@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, ProfileError
 from headseg.analysis.outputs import check_name_length, check_not_cache
 from headseg.analysis.writing import STDOUT
 from headseg.analysis.model import load_model
@@ -90,7 +90,10 @@ def profile_for(args, loaded) -> HeadProfile:
         # The same heads for topics, so that exactly these heads are exported.
         topic_heads=heads,
     )
-    profile.check_model(info)
+    try:
+        profile.check_model(info)
+    except ProfileError as exc:  # heads typed on the command line are an argument of it, not a profile file
+        raise InputError(f"--heads: {exc}") from None
     return profile
 
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from headseg.analysis.text import WINDOW_TOKENS
-from headseg.analysis.errors import InputError
+from headseg.analysis.errors import InputError, ProfileError
 from headseg.analysis.reading import read_json_object
 from headseg.analysis.progress import is_terminal
 
@@ -56,11 +56,12 @@ def run(args) -> int:
     if args.file is not None and args.file != "-":
         # what the app would read (missing, a folder, binary, empty): one line now, not an error inside the app
         read_document(args.file, args.head_bytes)
-    for flag, path in (("--profile", args.profile), ("--report", args.report)):
+    # a profile that cannot be read is exit 4 here as in every command; a report is the user's input (2)
+    for flag, path, error in (("--profile", args.profile, ProfileError), ("--report", args.report, InputError)):
         if path is not None:
             # the app shows a file it cannot use as a note; a file named on the command line that is not
             # even a JSON object is the user's slip: one line now
-            read_json_object(path, InputError, missing=f"{flag} {{path}}: no such file",
+            read_json_object(path, error, missing=f"{flag} {{path}}: no such file",
                              unreadable=f"{flag} {{path}}: not a readable JSON file",
                              not_object=f"{flag} {{path}}: not a JSON object")
     export_dir = Path(args.export_dir).expanduser()

@@ -311,3 +311,21 @@ def test_issue35_item14_good_gold_jsonl_still_loads():
         {"id": "b", "sentences": SENTS, "labels": [0, 1, 0, 0, 1]},
         {"id": "c", "text": " ".join(SENTS), "boundaries": [19, 44]}]), "gold.jsonl")
     assert [d.boundaries for d in docs] == [[2, 4], [2], [1, 2]]
+
+
+# ------------------------------------------------------------------ item 15
+def test_issue35_item15_tui_missing_profile_is_exit_4(doc, tmp_path, capsys):
+    from headseg.analysis.errors import ProfileError
+
+    missing = tmp_path / "missing.json"
+    rc, err = run(["tui", str(doc), "--profile", str(missing)], capsys)
+    assert rc == ProfileError.exit_code == 4 and one_line(err) and f"{missing}: no such file" in err, err
+    rc, err = run(["segment", str(doc), "--profile", str(missing)], capsys)  # as elsewhere
+    assert rc == 4 and one_line(err), err
+
+
+@pytest.mark.parametrize("heads", ["99:0", "0:99", "L99H0"])
+def test_issue35_item15_export_heads_the_model_lacks_is_exit_2(model_dir, tmp_path, capsys, heads):
+    rc, err = run(["export", "--model", model_dir, "--heads", heads, "--out", str(tmp_path / "art")], capsys)
+    assert rc == 2 and one_line(err) and err.startswith("headseg: error: --heads"), err
+    assert not (tmp_path / "art").exists()

@@ -221,7 +221,8 @@ def test_make_backend_refuses_artifact_lacking_profile_heads(tiny_bert, monkeypa
 @pytest.mark.parametrize("argv,code,match", [
     # bad flags exit 2, before the model loads (issue 23)
     (["--heads", "2-1"], 2, "not LAYER:HEAD"),
-    (["--heads", "7:0"], ProfileError.exit_code, "does not have"),
+    # heads typed on the command line are an argument: exit 2, not a profile file's 4 (issue 35 item 15)
+    (["--heads", "7:0"], 2, "--heads: head profile names head L7H0"),
     (["--heads", "1:1", "--out", "X", "--cache"], 2, "either --out DIR or --cache"),
 ])
 def test_cli_bad_input(model_dir, tmp_path, capsys, argv, code, match):

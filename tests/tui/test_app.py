@@ -442,15 +442,18 @@ def test_cli_refuses_a_file_the_app_cannot_show(tmp_path, monkeypatch, capsys, c
     assert err.startswith("headseg: error:") and err.count("\n") == 1 and message in err, err
 
 
-@pytest.mark.parametrize("flag, content, message", [
-    ("--report", None, "--report {f}: no such file"),
-    ("--report", b"\x00\x01 binary", "--report {f}: not a readable JSON file"),
-    ("--profile", b"[1, 2]", "--profile {f}: not a JSON object"),
-    ("--export-dir", b"a file of the user's", "--export-dir {f}: not a folder"),
+@pytest.mark.parametrize("flag, content, message, code", [
+    ("--report", None, "--report {f}: no such file", 2),
+    ("--report", b"\x00\x01 binary", "--report {f}: not a readable JSON file", 2),
+    # a profile that cannot be read is exit 4, as in every command (issue 35 item 15)
+    ("--profile", b"[1, 2]", "--profile {f}: not a JSON object", 4),
+    ("--profile", None, "--profile {f}: no such file", 4),
+    ("--export-dir", b"a file of the user's", "--export-dir {f}: not a folder", 2),
 ])
-def test_cli_refuses_a_bad_report_profile_or_export_folder(tmp_path, monkeypatch, capsys, flag, content, message):
+def test_cli_refuses_a_bad_report_profile_or_export_folder(tmp_path, monkeypatch, capsys, flag, content, message,
+                                                           code):
     """Files named on the command line were only found wanting inside the app (or, for the export
-    folder, when `e` was pressed): one line and exit 2 before it starts."""
+    folder, when `e` was pressed): one line and its exit code before it starts."""
     monkeypatch.setattr(HeadsegApp, "run", lambda self: pytest.fail("the app was started"))
     monkeypatch.setattr("headseg.cli.tui.is_terminal", lambda stream: True)
     doc = tmp_path / "doc.txt"
@@ -458,7 +461,7 @@ def test_cli_refuses_a_bad_report_profile_or_export_folder(tmp_path, monkeypatch
     f = tmp_path / "given"
     if content is not None:
         f.write_bytes(content)
-    assert cli_main(["tui", str(doc), flag, str(f)]) == 2
+    assert cli_main(["tui", str(doc), flag, str(f)]) == code
     err = capsys.readouterr().err
     assert err.startswith("headseg: error:") and err.count("\n") == 1 and message.format(f=f) in err, err
     if content is not None:
