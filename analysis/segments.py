@@ -68,10 +68,12 @@ class Segmentation:
         """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
 
         ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
-        "token_count"}]}``; scores are rounded to 6 decimals.
+        "token_count"}]}``; scores are rounded to 6 decimals.  ``document`` defaults to the
+        id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
+        for a record or an ``(id, text)`` pair).
         """
         return {
-            "document": document,
+            "document": self.meta.get("document") if document is None else document,
             "level": self.level,
             "segments": [
                 {"index": i, "start": s.start, "end": s.end, "score": round(s.score, 6), "text": s.text,
@@ -82,7 +84,8 @@ class Segmentation:
 
     def to_records(self, document: str | None = None) -> list[dict]:
         """One flat record per segment (``--format jsonl``): :meth:`to_dict`'s segments with ``document`` in each."""
-        return [{"document": document, **r} for r in self.to_dict(document)["segments"]]
+        doc = self.to_dict(document)
+        return [{"document": doc["document"], **r} for r in doc["segments"]]
 
     def to_json(self, document: str | None = None, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""
