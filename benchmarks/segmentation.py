@@ -67,6 +67,9 @@ DATASETS = (
     ("meetings_ami_dev", "meetings_ami_dev"),
     ("meetings_qmsum_dev", "meetings_qmsum_dev"),
     ("manifestos", "../corpus"),
+    ("wiki50_dev", "wiki50_dev"),
+    # short texts of 2-4 paragraphs (benchmarks/short_docs.py builds it; an absolute path: in the repository)
+    ("short_dev", str(Path(__file__).resolve().parent / "data" / "short_dev.jsonl")),
 )
 
 #: Documents per data set in the default run (first N in natural file order),

@@ -9,24 +9,39 @@ closing the previous one.  Groups never outgrow a hard size limit, so every
 limit the search must meet stays satisfiable; the segments still start at unit
 starts (:func:`group_units` returns the first unit of each group).  With a size
 target (retrieval chunks), :func:`cut_discounts` makes a cut at a line break or
-before a heading cheaper, so chunks follow paragraphs and sections.
+before a heading cheaper, so chunks follow paragraphs and sections; without one,
+a cut where a paragraph opens (:func:`paragraph_starts`) is cheaper by
+``TopicParams.paragraph_bonus``.  When a text's lines are paragraphs
+(:func:`lines_are_paragraphs`), its units are never grouped by line: the
+sentences of a paragraph are no dialogue turn, and a group would straddle the
+paragraphs of a text with no line breaks at all.
 
 Everything here is O(U) in the number of units.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 
 from .units import looks_like_heading
 
+#: a blank line: two line breaks with only spaces or tabs between them
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+#: a speaker's label opening a line of a transcript: a name of up to four words, then a colon
+_SPEAKER = re.compile(r"[^\W\d_][\w.'-]*(?: [\w.'-]+){0,3}:\s")
+
 #: with a size target, a cut at a line break saves this fraction of the boundary penalty, and a
 #: cut before a heading :data:`HEADING_DISCOUNT` more (chosen on the dev retrieval corpora by the
 #: rule in docs/segmenter.md, "Chunks for retrieval")
 LINE_BREAK_DISCOUNT = 0.25
 HEADING_DISCOUNT = 0.25
+#: a text's line breaks are paragraph breaks when its lines hold at least this many units on
+#: average: one sentence a line (the benchmark sets, transcripts: at most 1.1) or a dialogue turn
+#: a line (1.4-1.5) is not prose in paragraphs; a paragraph of a few sentences a line is
+PARAGRAPH_UNITS_PER_LINE = 2.0
 #: the longest heading the discount knows, in tokens: longer than ``TopicParams.heading_tokens``,
 #: so a heading in markup such as "= = = The Waldrons = = =" (10 tokens) counts too (the search's
 #: own heading groups keep ``heading_tokens``)
@@ -38,6 +53,48 @@ def starts_same_line(text: str, units: Sequence[tuple[int, int]]) -> np.ndarray:
     out = np.zeros(len(units), dtype=bool)
     for i in range(1, len(units)):
         out[i] = "\n" not in text[units[i - 1][0]:units[i][0]]
+    return out
+
+
+def lines_are_paragraphs(text: str, units: Sequence[tuple[int, int]], same_line: np.ndarray) -> bool:
+    """Whether a text's lines hold paragraphs: :data:`PARAGRAPH_UNITS_PER_LINE` units or more a line
+    on average (``same_line [U]`` from :func:`starts_same_line`), and not a transcript (most lines
+    opening with a speaker's label, ``Grad G:``), whose long turns are no paragraphs either."""
+    same = np.asarray(same_line, dtype=bool)
+    starts = np.flatnonzero(~same)
+    if len(same) < PARAGRAPH_UNITS_PER_LINE * max(len(starts), 1):
+        return False
+    labelled = sum(1 for i in starts if _SPEAKER.match(text, units[i][0]))
+    return labelled * 2 < len(starts)
+
+
+def paragraph_starts(text: str, units: Sequence[tuple[int, int]], same_line: np.ndarray) -> np.ndarray:
+    """``[U]`` bool: unit ``i`` opens a paragraph: a blank line before it, or a line break when the
+    text's lines are paragraphs (:func:`lines_are_paragraphs`).  The first unit: False."""
+    n = len(units)
+    out = np.zeros(n, dtype=bool)
+    if n < 2:
+        return out
+    if lines_are_paragraphs(text, units, same_line):
+        out[1:] = ~np.asarray(same_line, dtype=bool)[1:]
+    for i in range(1, n):
+        if not out[i] and _BLANK_LINE.search(text, units[i - 1][0], units[i][0]):
+            out[i] = True
+    return out
+
+
+def paragraph_bonus(opens: np.ndarray, bonus: float, count: float, surcharge: float) -> np.ndarray | None:
+    """``[U]``: the fraction of the penalty a cut before unit ``i`` saves, from the paragraph starts
+    ``opens [U]`` (:func:`paragraph_starts`): ``bonus · min(1, count / P)`` where a paragraph opens,
+    ``P`` the number of paragraphs, and ``−surcharge`` inside a paragraph; None when the text has a
+    single paragraph (no prior) or both are 0."""
+    opens = np.asarray(opens, dtype=bool)
+    paragraphs = 1 + int(np.count_nonzero(opens[1:]))
+    b = bonus * min(1.0, count / paragraphs)
+    if paragraphs < 2 or (b == 0 and surcharge == 0):
+        return None
+    out = np.where(opens, b, -surcharge)
+    out[0] = 0.0
     return out
 
 

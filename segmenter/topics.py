@@ -22,6 +22,7 @@ Design measurements and sweeps: docs/segmenter.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Sequence
 
@@ -31,7 +32,8 @@ from headseg.analysis.errors import HeadsegError
 
 from .cuts import CutPrior
 from .limits import SizeLimits, TokenMeasure, repair_cuts
-from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units, line_groups,
+from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
+                    line_groups, lines_are_paragraphs, paragraph_bonus, paragraph_starts,
                     starts_same_line)
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
@@ -103,11 +105,26 @@ class TopicParams:
     #: average over this many lags (odd; the end lags keep their own value) is not positive: one
     #: noisy lag must not end the sum early (1 = the raw autocorrelation)
     acf_smoothing: int = 1
+    #: without a size target, in a text of ``P`` paragraphs (``lines.paragraph_starts``: a blank line
+    #: before, or a line break where the text's lines are paragraphs), a segment opening where a
+    #: paragraph opens pays ``(1 − b) · β`` with ``b = paragraph_bonus · min(1, paragraph_count / P)``,
+    #: and one opening inside a paragraph ``(1 + paragraph_surcharge) · β``.  The paragraphs of a short
+    #: text are most often its topics; of a long one, only a few of its paragraph breaks are topic
+    #: boundaries, so the bonus shrinks as the paragraphs grow in number, and the surcharge moves
+    #: the cuts the vectors ask for onto paragraph breaks (docs/segmenter.md, "Short documents").
+    #: A text without paragraphs (one line, or one sentence a line) has no such prior.
+    paragraph_bonus: float = 0.6
+    paragraph_count: float = 4.0
+    paragraph_surcharge: float = 0.5
 
     def __post_init__(self) -> None:
         w = self.acf_smoothing
         if isinstance(w, bool) or not isinstance(w, int) or w < 1 or w % 2 == 0:
             raise HeadsegError(f"acf_smoothing must be a positive odd integer (got {w!r})")
+        for name, top in (("paragraph_bonus", 1.0), ("paragraph_count", math.inf), ("paragraph_surcharge", math.inf)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < top:
+                raise HeadsegError(f"{name} must be a number from 0{' below 1' if top == 1 else ''} (got {v!r})")
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
@@ -232,10 +249,15 @@ def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.n
     """
     n = len(x)
     s2, acf = local_statistics(x, params.window, params.max_lag)
-    # the autocorrelation up to its first non-positive lag (of its moving average), in units of its first lag
+    # the autocorrelation up to its first non-positive lag (of its moving average), in units of its
+    # peak there: the first lag wherever the autocorrelation decays, as it does on any text of some
+    # length; on a handful of units a near-zero first lag before a larger second one would otherwise
+    # make the length of a few units read as twenty
     keep = np.cumprod(moving_average(acf, params.acf_smoothing) > 0, axis=1)
     first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
-    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
+    kept = acf * keep
+    peak = kept.max(axis=1) if acf.shape[1] else np.zeros(n + 1)
+    length = np.where(first > 0, kept.sum(axis=1) / np.maximum(peak, 1e-12), 0.0)
     return s2 * np.maximum(1.0 + penalty * length, params.floor)
 
 
@@ -364,13 +386,19 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     same_line = starts_same_line(text, units)
     own = params.heading_tokens
     if opts.size_target is None or opts.segments is not None:
-        headings, prior = heading_units(text, units, tokens, own, same_line=same_line), None
+        headings = heading_units(text, units, tokens, own, same_line=same_line)
+        bonus = paragraph_bonus(paragraph_starts(text, units, same_line), params.paragraph_bonus,
+                                params.paragraph_count, params.paragraph_surcharge)
+        prior = None if bonus is None else CutPrior.of_bonus(bonus)
     else:
         # one pass finds the headings of both lengths: the search's own and the discount's longer ones
         titled = heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
         headings = titled & (tokens <= own) if own else np.zeros(len(units), dtype=bool)
         prior = CutPrior.of_bonus(cut_discounts(text, units, tokens, same_line,
                                                 headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS)))
+    if lines_are_paragraphs(text, units, same_line):
+        # prose in paragraphs: its sentences are compared one by one, never as one line's group
+        same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
     return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
                             headings=headings, limits=limits, cut_prior=prior)

@@ -134,8 +134,16 @@ def _spy_priors(monkeypatch) -> list:
 def test_no_target_no_discount(seg, monkeypatch):
     seen = _spy_priors(monkeypatch)
     plain, chars = seg.segment(TEXT), seg.segment(TEXT, max_chars=300)
-    # without a target (nothing, or max_chars alone) the search gets no prior at all
-    assert seen == [None, None]
+    # without a target (nothing, or max_chars alone) the search gets no discount, only the paragraph
+    # prior (issue 33; each line of TEXT is a heading or a paragraph), recomputed here
+    units = seg.units(TEXT)
+    opens = lines.paragraph_starts(TEXT, units, starts_same_line(TEXT, units))
+    assert opens.sum() == len(TEXT.splitlines()) - 1
+    p = TopicParams()
+    want = lines.paragraph_bonus(opens, p.paragraph_bonus, p.paragraph_count, p.paragraph_surcharge)
+    assert len(seen) == 2
+    for prior in seen:
+        assert prior.bonus.tolist() == pytest.approx(want.tolist()) and prior.allowed.all()
     monkeypatch.setattr(lines, "LINE_BREAK_DISCOUNT", 0.9)
     monkeypatch.setattr(lines, "HEADING_DISCOUNT", 0.09)
     assert [(s.start, s.end) for s in seg.segment(TEXT)] == [(s.start, s.end) for s in plain]

@@ -48,7 +48,9 @@ def live_url(engine):
 def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
     import asyncio
 
-    expected = asyncio.run(engine.runner.segment(TOPICS, {"segments": 3})).to_dict()
+    # no option set: the page's defaults, and the three paragraphs of TOPICS are its three segments
+    expected = asyncio.run(engine.runner.segment(TOPICS, {})).to_dict()
+    assert [s["start"] for s in expected["segments"]] == [0, *(TOPICS.index(p) for p in TOPICS.split("\n\n")[1:])]
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -57,7 +59,6 @@ def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(live_url + "/")
             page.fill("#text", TOPICS)
-            page.fill("#opt-segments", "3")
             page.click("#go")
             page.wait_for_selector("#segments-out .seg", timeout=60_000)
             shown = page.locator("#segments-out .seg").all_inner_texts()

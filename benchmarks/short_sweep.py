@@ -1,0 +1,121 @@
+"""Sweep the topic search's paragraph knobs on the short-document and the paragraph dev families.
+
+The search's preparation reads the text (paragraph starts, line groups), so unlike
+``benchmarks/tune_topics.py`` (one sentence a line) this runs the real preparation,
+``topics.document_boundaries``, on cached unit vectors.  The vectors of
+``benchmarks/data/short_dev.jsonl`` and ``benchmarks/data/paragraphs_dev.jsonl``
+(``benchmarks/short_docs.py`` builds both) are computed once into ``--cache``
+(default ``runs/short_cache``, git-ignored), then every design is a search per document.
+
+    python benchmarks/short_sweep.py                                    # today's defaults
+    python benchmarks/short_sweep.py paragraph_bonus=0,0.3,0.6 paragraph_count=4,8
+
+Prints, per design, the short family's Pk and share of documents with exactly the reference
+boundaries (overall and by what joins the paragraphs) and the paragraph family's Pk and
+segment counts (Wiki-50 dev and Clinical written in paragraphs: most paragraph breaks are no
+boundary there, so a prior that trusts them too much shows as too many segments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import pickle
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SETS = ("short_dev", "paragraphs_dev")
+
+
+def cache(path: Path, name: str) -> list[dict]:
+    """The documents of ``name`` with their units, unit tokens and unit vectors (computed once)."""
+    out = path / f"{name}.pkl"
+    if out.is_file():
+        with open(out, "rb") as fh:
+            return pickle.load(fh)
+    from headseg.api import Segmenter
+    from headseg.segmenter.encode import unit_token_ranges
+    from headseg.segmenter.evaluation.loaders import iter_documents
+    from headseg.segmenter.options import SegmentOptions
+
+    seg = Segmenter(quiet=True)
+    docs = []
+    for d in iter_documents(REPO / "benchmarks" / "data" / f"{name}.jsonl"):
+        p = seg._prepare(d.text, SegmentOptions())
+        r = unit_token_ranges(p.doc, p.units)
+        docs.append({"id": d.id, "text": d.text, "units": p.units, "x": seg.unit_vectors(p.doc, p.units),
+                     "tokens": (r[:, 1] - r[:, 0]).astype(np.int64), "starts": d.starts, "bounds": d.boundaries})
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(docs, fh)
+    tmp.replace(out)
+    return docs
+
+
+def score(docs: list[dict], params) -> dict[str, tuple[float, bool, int, int]]:
+    """Per document: Pk, exact reference boundaries, predicted and reference segment counts."""
+    from headseg.analysis.text import tokenize
+    from headseg.analysis.model import load_model
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.evaluation.metrics import score_document
+    from headseg.segmenter.limits import TokenMeasure
+    from headseg.segmenter.options import SegmentOptions
+    from headseg.segmenter.topics import document_boundaries
+
+    tok = load_model(None, weights=False).tokenizer
+    opts = SegmentOptions()
+    out = {}
+    for d in docs:
+        measure = TokenMeasure(d["text"], tokenize(d["text"], tok), None)
+        cuts, _ = document_boundaries(d["x"], d["text"], d["units"], d["tokens"], measure, opts, params)
+        hyp = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))
+        s = score_document(d["bounds"], hyp, len(d["starts"]))
+        out[d["id"]] = (s.pk, hyp == d["bounds"], len(hyp) + 1, len(d["bounds"]) + 1)
+    return out
+
+
+def summary(short: dict, para: dict) -> str:
+    def part(res, pick, label):
+        v = [r for i, r in res.items() if pick(i)]
+        return f"{label} {np.mean([r[0] for r in v]):.3f}/{100 * np.mean([r[1] for r in v]):.0f}%"
+
+    cells = [part(short, lambda i: True, "short all"),
+             *(part(short, lambda i, j=j: i.endswith(j), j) for j in ("blank", "line", "space"))]
+    for src in ("wiki50", "clinical"):
+        v = [r for i, r in para.items() if i.startswith(src)]
+        cells.append(f"para {src} Pk {np.mean([r[0] for r in v]):.3f} segs {np.mean([r[2] for r in v]):.1f}"
+                     f"/{np.mean([r[3] for r in v]):.1f}")
+    return "  ".join(cells)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("designs", nargs="*", help="KNOB=V1,V2,... (TopicParams fields); the grid of all")
+    ap.add_argument("--cache", type=Path, default=REPO / "runs" / "short_cache")
+    args = ap.parse_args(argv)
+    from headseg.segmenter.topics import TopicParams
+
+    data = {name: cache(args.cache, name) for name in SETS}
+    base = TopicParams()
+    grid = [[(k, type(getattr(base, k))(float(v))) for v in vs.split(",")]
+            for k, vs in (d.split("=", 1) for d in args.designs)]
+    for design in itertools.product(*grid) if grid else [()]:
+        params = replace(base, **dict(design))
+        label = ",".join(f"{k}={v:g}" for k, v in design) or "defaults"
+        print(f"{label:45s} {summary(score(data['short_dev'], params), score(data['paragraphs_dev'], params))}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
