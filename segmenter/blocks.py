@@ -50,7 +50,8 @@ _SENTENCE_END = regex.compile(rf"[\p{{Sentence_Terminal}}…]{CLOSER}*\s*$")
 def split_at_blocks(text: str, units: Sequence[tuple[int, int]], structure: Structure) -> list[tuple[int, int]]:
     """``units`` (spans tiling ``text``) cut at :meth:`Structure.breaks`; a whitespace-only piece
     joins the unit before it, as the units' own whitespace does."""
-    breaks = structure.breaks()
+    # a break goes after a line's indentation, which joins the unit before (as the sentence rules do)
+    breaks = sorted({_past_indent(text, p) for p in structure.breaks()})
     out: list[tuple[int, int]] = []
     for a, b in units:
         lo, hi = bisect.bisect_right(breaks, a), bisect.bisect_left(breaks, b)
@@ -61,6 +62,12 @@ def split_at_blocks(text: str, units: Sequence[tuple[int, int]], structure: Stru
             else:
                 out.append((s, e))
     return out
+
+
+def _past_indent(text: str, offset: int) -> int:
+    while offset < len(text) and text[offset] in " \t":
+        offset += 1
+    return offset
 
 
 def at_line_start(text: str, offset: int) -> bool:
@@ -140,7 +147,7 @@ def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Stru
                 soft[lo:hi] = False
             elif b.kind in LINED:
                 lined[lo:hi] = True
-                pieces = set(b.pieces)
+                pieces = {_past_indent(text, p) for p in b.pieces}
                 for i in range(lo, hi):
                     if at_line[i] and int(starts[i]) not in pieces:
                         allowed[i] = False

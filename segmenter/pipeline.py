@@ -217,9 +217,10 @@ class Pipeline:
         """Tokenize ``text`` and find its units, each within the hard limits (none for whitespace only)."""
         if not isinstance(text, str):
             raise InputError(f"expected text as str, got {type(text).__name__}")
+        structure = resolve_structure(text, opts.structure)
+        text = str(text)  # a MarkdownText has said what it is: the result holds a plain str
         doc = tokenize(text, self._encoder.tokenizer)
         measure = TokenMeasure(text, doc, opts.counter)
-        structure = resolve_structure(text, opts.structure)
         if not text.strip():
             # Nothing to compare: only the hard limits can cut whitespace.
             units = [(0, len(text))] if text else []

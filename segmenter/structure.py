@@ -238,20 +238,28 @@ def check_structure(value: object) -> str:
     return value
 
 
+class MarkdownText(str):
+    """A text known to be Markdown by where it came from (a ``.md``, ``.markdown`` or ``.mdx`` file:
+    :func:`as_read`): ``structure="auto"`` reads it as Markdown whatever it looks like."""
+
+
+#: the file suffixes whose text is Markdown
+MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
+
+
+def as_read(path: str, text: str) -> str:
+    """``text`` read from ``path``: a :class:`MarkdownText` for a Markdown file's, else as it is."""
+    if isinstance(text, str) and str(path).lower().endswith(MARKDOWN_SUFFIXES):
+        return MarkdownText(text)
+    return text
+
+
 def resolve_structure(text: str, structure: str = "auto") -> Structure | None:
     """The structure the ``structure`` option gives ``text``: read as Markdown (``markdown``, or
-    ``auto`` when :func:`looks_like_markdown`), else None (plain text)."""
+    ``auto`` for a :class:`MarkdownText` or when :func:`looks_like_markdown`), else None (plain text)."""
     check_structure(structure)
     if structure == "plain" or not text.strip():
         return None
-    if structure == "auto" and not looks_like_markdown(text):
+    if structure == "auto" and not isinstance(text, MarkdownText) and not looks_like_markdown(text):
         return None
-    return read_markdown(text)
-
-
-def structure_for_path(path: str, structure: str = "auto") -> str:
-    """The ``structure`` to pass for a file: ``markdown`` for ``.md``, ``.markdown`` and ``.mdx``
-    under ``auto``, else ``structure`` as it is."""
-    if structure == "auto" and str(path).lower().endswith((".md", ".markdown", ".mdx")):
-        return "markdown"
-    return structure
+    return read_markdown(str(text))
