@@ -13,7 +13,7 @@ from .errors import HeadsegError
 
 
 #: the fields of one segment record (:meth:`Segmentation.to_records`), in output order
-RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count")
+RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count", "headings")
 
 @dataclass(frozen=True)
 class Segment:
@@ -23,6 +23,8 @@ class Segment:
     measured in: the ``token_counter``'s when one was given, else the segmenter
     model's (a token of the document belongs to the segment its first character
     falls in).  None when the segment was not made by a segmenter.
+    ``headings``: the titles of the headings above the segment's start, outermost first
+    (a heading it opens with included; empty in plain text); metadata, never part of ``text``.
     """
 
     start: int
@@ -30,11 +32,12 @@ class Segment:
     text: str
     score: float = 0.0
     token_count: int | None = None
+    headings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        """The segment as a JSON-ready dict (start, end, score, text, token_count)."""
+        """The segment as a JSON-ready dict (start, end, score, text, token_count, headings)."""
         return {"start": self.start, "end": self.end, "score": self.score, "text": self.text,
-                "token_count": self.token_count}
+                "token_count": self.token_count, "headings": list(self.headings)}
 
 
 @dataclass
@@ -68,8 +71,8 @@ class Segmentation:
         """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
 
         ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
-        "token_count"}]}``; scores are rounded to 6 decimals.  ``document`` defaults to the
-        id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
+        "token_count", "headings"}]}``; scores are rounded to 6 decimals.  ``document`` defaults
+        to the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
         for a record or an ``(id, text)`` pair).
         """
         return {
@@ -77,7 +80,7 @@ class Segmentation:
             "level": self.level,
             "segments": [
                 {"index": i, "start": s.start, "end": s.end, "score": round(s.score, 6), "text": s.text,
-                 "token_count": s.token_count}
+                 "token_count": s.token_count, "headings": list(s.headings)}
                 for i, s in enumerate(self.segments)
             ],
         }
@@ -97,8 +100,8 @@ class Segmentation:
         try:
             items = sorted(record["segments"], key=lambda r: r["index"])
             text = "".join(r["text"] for r in items)
-            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"))
-                    for r in items]
+            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
+                            tuple(str(h) for h in (r.get("headings") or ()))) for r in items]
             level = record.get("level", "topic")
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not a segmentation record: {type(exc).__name__}: {exc}") from None

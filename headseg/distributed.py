@@ -64,7 +64,7 @@ class SegmentActor:
                                               errors="yield")
         for (doc_id, _), res in zip(items, results):
             if isinstance(res, DocumentError):
-                for k, v in zip(cols, (doc_id or "?", -1, -1, -1, 0.0, "", None, res.reason)):
+                for k, v in zip(cols, (doc_id or "?", -1, -1, -1, 0.0, "", None, [], res.reason)):
                     cols[k].append(v)
                 continue
             for rec in res.to_records(doc_id):

@@ -107,3 +107,17 @@ class CutPrior:
         out[:n][~self.allowed] = np.inf
         out[0] = 0.0
         return out
+
+
+def passable(allowed: np.ndarray, limits, max_units: int) -> bool:
+    """Whether a search can get through ``allowed [n]``: every stretch from one allowed start to the
+    next holds at most ``max_units`` items and fits ``limits``' caps
+    (:class:`~headseg.segmenter.limits.SizeLimits` over the same items; None: no limit).  O(n)."""
+    opened = np.append(np.flatnonzero(allowed), len(allowed))
+    if len(opened) > 1 and np.diff(opened).max() > max_units:
+        return False
+    if limits is None:
+        return True
+    sizes = limits.sizes.reshape(len(allowed), -1)
+    total = np.add.reduceat(sizes, opened[:-1], axis=0) if len(opened) > 1 else sizes[:0]
+    return all(cap is None or not np.any(total[:, c] > cap) for c, cap in enumerate(limits.caps))

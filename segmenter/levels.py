@@ -13,7 +13,7 @@ registry's order is the order users see: ``topic`` (the default), ``unit``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
@@ -24,6 +24,7 @@ from headseg.analysis.text import TokenizedText
 
 from .encode import unit_token_ranges
 from .limits import TokenMeasure, overlap_chunks
+from .structure import Structure
 from .topics import TopicParams, document_boundaries
 
 if TYPE_CHECKING:  # read, never built, here (options.py validates levels)
@@ -39,6 +40,17 @@ class Prepared:
     doc: TokenizedText
     measure: TokenMeasure
     units: list[tuple[int, int]]
+    #: the text's Markdown structure (:mod:`~headseg.segmenter.structure`), None for plain text
+    structure: Structure | None = None
+
+    def finish(self, result: Segmentation) -> Segmentation:
+        """``result`` with every segment's ``token_count`` and ``headings`` (the heading path above
+        its start; empty in plain text) filled in."""
+        result = self.measure.counted(result)
+        if self.structure is None:
+            return result
+        segs = [replace(s, headings=tuple(self.structure.heading_path(s.start))) for s in result.segments]
+        return Segmentation(text=result.text, segments=segs, level=result.level, meta=result.meta)
 
 
 @dataclass(frozen=True)
@@ -108,7 +120,7 @@ def get_level(name: str) -> Level:
 def whitespace_result(d: Prepared, level: str) -> Segmentation:
     """The result of a text with nothing to compare (empty or whitespace only): its units as they are
     (only the hard limits cut whitespace), scored 0."""
-    return d.measure.counted(Segmentation.from_boundaries(
+    return d.finish(Segmentation.from_boundaries(
         d.text, [a for a, _ in d.units[1:]], [0.0] * (len(d.units) - 1), level=level,
         meta={"units": len(d.units)}))
 
@@ -122,7 +134,7 @@ def topic_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: 
     meta = {"units": len(d.units), "profile": ctx.profile_hash}
     if opts.overlap:
         meta["chunks"] = overlap_chunks(d.units, cuts, opts.overlap, d.measure, opts.max_chars, opts.max_tokens)
-    return d.measure.counted(Segmentation.from_boundaries(
+    return d.finish(Segmentation.from_boundaries(
         d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
 
 
@@ -130,13 +142,14 @@ def topic_cuts(d: Prepared, x: np.ndarray, opts: "SegmentOptions",
                params: TopicParams) -> tuple[list[int], list[float]]:
     """Unit indices that open topic segments 2..m of ``d``, and their boundary strengths."""
     r = unit_token_ranges(d.doc, d.units)
-    return document_boundaries(x, d.text, d.units, r[:, 1] - r[:, 0], d.measure, opts, params)
+    return document_boundaries(x, d.text, d.units, r[:, 1] - r[:, 0], d.measure, opts, params,
+                               structure=d.structure)
 
 
 @register_level("unit", "sentence-like units", search=False)
 def unit_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: LevelContext) -> Segmentation:
     """The units themselves, each a segment scored 1."""
-    return d.measure.counted(Segmentation.from_boundaries(
+    return d.finish(Segmentation.from_boundaries(
         d.text, [a for a, _ in d.units[1:]], [1.0] * (len(d.units) - 1), level="unit",
         meta={"units": len(d.units)}))
 

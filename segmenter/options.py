@@ -24,6 +24,7 @@ from headseg.analysis.errors import HeadsegError, InputError, is_integer
 from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
 from .levels import get_level, level_help, level_names
+from .structure import STRUCTURES
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
 
 #: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
@@ -83,6 +84,15 @@ class SegmentOptions:
     overlap: int | None = field(default=None, metadata=_flag(
         "--overlap", "also repeat up to N sentences before each segment (within the limits) in "
                      "meta['chunks'] and the adapters' chunks", type=int, metavar="N"))
+    #: the text's structure: ``markdown`` reads headings, code, tables and lists (never cut inside a
+    #: block that fits the limits, a segment opens at a heading when the sizes allow; every segment
+    #: carries its heading path), ``plain`` reads none, ``auto`` reads Markdown when the text looks
+    #: like it (a code fence, a table, two ``#`` headings; the command line: also a ``.md``,
+    #: ``.markdown`` or ``.mdx`` file).  :mod:`headseg.segmenter.structure`
+    structure: str = field(default="auto", metadata=_flag(
+        "--structure", "the text's structure: markdown (headings, code, tables and lists shape the segments), "
+                       "plain, or auto (markdown for .md/.markdown/.mdx files and text that looks like it)",
+        choices=STRUCTURES))
     #: what ``max_tokens`` counts: a callable ``str -> int``, a tokenizer, or a
     #: local Hugging Face tokenizer directory or cached model name
     #: (:func:`headseg.segmenter.tokens.resolve_token_counter`); None: the model's tokens
@@ -176,6 +186,9 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
                           or not math.isfinite(p) or not 0 <= p <= MAX_PENALTY):
         raise InputError(f"{label('penalty')} must be a number from 0 to {MAX_PENALTY:g} (got {p!r})")
+    structure = values.get("structure", "auto")
+    if not isinstance(structure, str) or structure not in STRUCTURES:
+        raise InputError(f"{label('structure')} must be one of {', '.join(STRUCTURES)} (got {_shown(structure)})")
     check_splitter(values.get("sentence_splitter"))
 
 
@@ -219,7 +232,8 @@ def option_schema(names: Sequence[str] | None = None) -> dict[str, dict[str, Any
     """
     from .topics import TopicParams  # the search's defaults: read where they are declared
 
-    effective = {"level": SegmentOptions.level, "penalty": TopicParams.penalty}
+    effective = {"level": SegmentOptions.level, "structure": SegmentOptions.structure,
+                 "penalty": TopicParams.penalty}
     bounds = {"overlap": (0, MAX_COUNT), "penalty": (0, MAX_PENALTY)}
     out: dict[str, dict[str, Any]] = {}
     for f in fields(SegmentOptions):

@@ -36,10 +36,12 @@ from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize
 
 from .encode import UnitEncoder
+from .blocks import split_at_blocks
 from .levels import LevelContext, Prepared, get_level, topic_cuts, whitespace_result
 from .limits import TokenMeasure, split_oversized
 from .options import SegmentOptions, check_splitter
 from .speakers import content_spans
+from .structure import resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
 from .topics import TopicParams
@@ -215,6 +217,8 @@ class Pipeline:
         """Tokenize ``text`` and find its units, each within the hard limits (none for whitespace only)."""
         if not isinstance(text, str):
             raise InputError(f"expected text as str, got {type(text).__name__}")
+        structure = resolve_structure(text, opts.structure)
+        text = str(text)  # a MarkdownText has said what it is: the result holds a plain str
         doc = tokenize(text, self._encoder.tokenizer)
         measure = TokenMeasure(text, doc, opts.counter)
         if not text.strip():
@@ -223,8 +227,10 @@ class Pipeline:
         else:
             splitter = self.sentence_splitter if opts.sentence_splitter is None else opts.sentence_splitter
             units = self.units(text, doc=doc, sentence_splitter=splitter, progress=progress)
+            if structure is not None:
+                units = split_at_blocks(text, units, structure)  # no unit straddles a block
         return Prepared(text, doc, measure, split_oversized(text, doc, units, opts.max_chars, opts.max_tokens,
-                                                            measure))
+                                                            measure), structure)
 
     def topic_boundaries(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
                          opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
@@ -234,7 +240,8 @@ class Pipeline:
         search are :func:`~headseg.segmenter.topics.document_boundaries`'.
         """
         measure = measure or TokenMeasure(text, doc, opts.counter)
-        return topic_cuts(Prepared(text, doc, measure, list(units)), x, opts, self.params)
+        return topic_cuts(Prepared(text, doc, measure, list(units), resolve_structure(text, opts.structure)),
+                          x, opts, self.params)
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",

@@ -30,7 +30,8 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
-from .cuts import CutPrior
+from .blocks import heading_mask, structure_prior
+from .cuts import CutPrior, passable
 from .limits import SizeLimits, TokenMeasure, repair_cuts
 from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
                     line_groups, lines_are_paragraphs, paragraph_bonus, paragraph_starts,
@@ -40,6 +41,7 @@ from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_
 
 if TYPE_CHECKING:  # the options are read here, never built (options.py validates levels, which run this)
     from .options import SegmentOptions
+    from .structure import Structure
 
 
 @dataclass
@@ -345,7 +347,12 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
             ends = np.append(starts[1:], n)
             if not all(limits.fits(int(a), int(b)) for a, b in zip(starts, ends)):
                 groups = np.arange(n)  # a foreign counter's counts do not add up: no groups then
-        x, tokens, first = group_units(x, tokens, groups, segments)
+        grouped = group_units(x, tokens, groups, segments)
+        if grouped[2] is not None and cut_prior is not None and cut_prior.constrains and not passable(
+                cut_prior.grouped(grouped[2]).allowed, None if limits is None else limits.grouped(grouped[2]),
+                params.max_units):
+            grouped = (x, tokens, None)  # a group would hide the only start a stretch has: units alone then
+        x, tokens, first = grouped
         if first is not None:
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
@@ -368,8 +375,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
 
 
 def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
-                        measure: TokenMeasure, opts: "SegmentOptions",
-                        params: TopicParams | None = None) -> tuple[list[int], list[float]]:
+                        measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
+                        structure: "Structure | None" = None) -> tuple[list[int], list[float]]:
     """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
 
     ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
@@ -379,23 +386,33 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     target; under a size target, the structural prior that makes a cut at a line
     break or before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).
     The discounts belong to the target, so with exactly ``opts.segments`` segments,
-    where the target is not paid, they are not either.
+    where the target is not paid, they are not either.  ``structure``: the text's
+    Markdown structure (:mod:`~headseg.segmenter.structure`; None: plain text), whose
+    blocks and headings enter as a cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`:
+    no cut inside a block that fits the limits, a bonus before a heading); its headings
+    replace the heuristic ones.
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
     same_line = starts_same_line(text, units)
     own = params.heading_tokens
+    marked = None if structure is None else heading_mask(units, structure)
     if opts.size_target is None or opts.segments is not None:
-        headings = heading_units(text, units, tokens, own, same_line=same_line)
+        headings = heading_units(text, units, tokens, own, same_line=same_line) if marked is None else marked
         bonus = paragraph_bonus(paragraph_starts(text, units, same_line), params.paragraph_bonus,
                                 params.paragraph_count, params.paragraph_surcharge)
         prior = None if bonus is None else CutPrior.of_bonus(bonus)
     else:
         # one pass finds the headings of both lengths: the search's own and the discount's longer ones
-        titled = heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
-        headings = titled & (tokens <= own) if own else np.zeros(len(units), dtype=bool)
+        titled = (heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
+                  if marked is None else marked & (tokens <= DISCOUNT_HEADING_TOKENS))
+        headings = titled if marked is not None else (titled & (tokens <= own) if own
+                                                      else np.zeros(len(units), dtype=bool))
         prior = CutPrior.of_bonus(cut_discounts(text, units, tokens, same_line,
                                                 headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS)))
+    shaped = structure_prior(text, units, structure, measure, opts.max_chars, opts.max_tokens, params.max_units)
+    if shaped is not None:
+        prior = shaped if prior is None else prior.combine(shaped)
     if lines_are_paragraphs(text, units, same_line):
         # prose in paragraphs: its sentences are compared one by one, never as one line's group
         same_line = np.zeros(len(units), dtype=bool)

@@ -124,12 +124,16 @@ def _json_output(path, head: bytes) -> bool:
     return _JSON_START.match(head) is not None
 
 
+#: the record layouts headseg has written: today's, and the one before ``headings`` (issue 34)
+_OUR_FIELDS = (RECORD_FIELDS, tuple(f for f in RECORD_FIELDS if f != "headings"))
+
+
 def _jsonl_output(path, head: bytes) -> bool:
     try:
         first = json.loads(head.split(b"\n", 1)[0])
     except ValueError:
         return False
-    return isinstance(first, dict) and tuple(first) == RECORD_FIELDS
+    return isinstance(first, dict) and tuple(first) in _OUR_FIELDS
 
 
 def _parquet_output(path, head: bytes) -> bool:
@@ -138,7 +142,7 @@ def _parquet_output(path, head: bytes) -> bool:
     try:
         import pyarrow.parquet as pq
 
-        return tuple(pq.read_schema(path).names) == RECORD_FIELDS
+        return tuple(pq.read_schema(path).names) in _OUR_FIELDS
     except Exception:  # noqa: BLE001 - unreadable, or no pyarrow: not ours to overwrite
         return False
 

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.reading import check_text_file, read_text
 from headseg.segmenter.stream import jsonl_document, not_text
+from headseg.segmenter.structure import as_read
 
 #: suffixes read from a folder (a file named explicitly is always read)
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".ref")
@@ -128,6 +129,7 @@ def iter_documents(sources: list[Source], args) -> Iterator[tuple[int, str, Any]
             name = "<stdin>" if src.path == "-" else src.path
             try:
                 text: Any = read_text(src.path, encoding=args.encoding, max_bytes=args.max_bytes, allow_empty=True)
+                text = as_read(src.path, text)  # a .md file is Markdown under --structure auto
             except HeadsegError as exc:
                 text = exc
             yield n, name, text

@@ -148,7 +148,8 @@ class ParquetSink:
         import pyarrow.parquet as pq
 
         self.pa = pa
-        types = {"document": pa.string(), "score": pa.float64(), "text": pa.string()}
+        types = {"document": pa.string(), "score": pa.float64(), "text": pa.string(),
+                 "headings": pa.list_(pa.string())}
         self.schema = pa.schema([(f, types.get(f, pa.int64())) for f in RECORD_FIELDS])
         fd, self.tmp = temp_beside(out)
         os.close(fd)

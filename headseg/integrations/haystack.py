@@ -87,6 +87,8 @@ class HeadsegDocumentSplitter:
             for i, (s, page) in enumerate(zip(chunks, page_numbers(doc.content, chunks))):
                 meta = deepcopy(doc.meta)
                 meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page)
+                if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
+                    meta["headings"] = list(s.headings)
                 out.append(Document(content=s.text, meta=meta))
         return {"documents": out}
 

@@ -95,6 +95,8 @@ class HeadsegTextSplitter(TextSplitter):
         for i, result in enumerate(results):
             for s in chunk_segments(result):
                 meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
+                if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
+                    meta["headings"] = list(s.headings)
                 if self._add_start_index:
                     meta["start_index"] = s.start
                     meta["end_index"] = s.end

@@ -143,6 +143,8 @@ class HeadsegNodeParser(_OptionFields):
             for child, s in zip(children, chunks):
                 child.start_char_idx = s.start
                 child.end_char_idx = s.end
+                if s.headings:  # the heading path above it (Markdown; plain text has none)
+                    child.metadata["headings"] = list(s.headings)
             out.extend(children)
         return out
 

@@ -1,0 +1,192 @@
+"""Structure in the search: units that never straddle a block, and the cut prior of a document's structure.
+
+The search sees structure only through a :class:`~headseg.segmenter.cuts.CutPrior`
+(docs/segmenter.md, "Priors and constraints in the search"); this module builds it:
+
+* :func:`split_at_blocks` cuts the units at every block start and every piece of a
+  block (a line of code, a table row, a list item: :class:`~headseg.segmenter.structure.Block`),
+  so a block larger than the budget can be cut between them;
+* :func:`structure_prior`: ``allowed`` is False for a unit start strictly inside a
+  block that must stay whole (:data:`~headseg.segmenter.structure.ATOMIC`) and fits
+  the budget (``max_tokens``, ``max_chars``; without them every block fits), inside a
+  larger code block, table, HTML block or front matter anywhere but between its
+  pieces, right after a heading, and inside a line that fits the budget anywhere but
+  after a sentence's end (plain text too, when it has a budget; a start inside a
+  line over the budget stays allowed: the limit is hard).  A heading's unit saves
+  :data:`HEADING_BONUS` of the penalty by its level (a strong prior, not a rule: two
+  headings 20 tokens apart need not be two chunks) and carries its level.
+* A stretch that the constraints would leave longer than the limits or than the
+  search's longest segment (``TopicParams.max_units``) gets its line starts back, then
+  every start: the hard limits always win, and the search always has a way through.
+
+Cost: O(U + B · log U) for U units and B blocks, plus one token count per line and
+per forbidden stretch.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+import numpy as np
+import regex
+
+from headseg.analysis.text import CLOSER
+
+from .cuts import CutPrior
+from .limits import TokenMeasure
+from .structure import ATOMIC, Structure, line_starts
+
+#: what a heading's unit saves of the penalty, by level (h1 first; deeper levels take the last):
+#: more than the cut's own price, so that it also outweighs the size target's and the short-segment
+#: surcharges of a short section, more before a higher heading.  On the 96 Markdown documents of
+#: benchmarks/structure.py, (1.5, 1.25, 1.0, 0.75) opened a chunk at 88 % of headings at 256 tokens
+#: and 76 % at 512; twice that, 99.9 % and 99.7 % (docs/results.md, "Documents with structure")
+HEADING_BONUS = (3.0, 2.5, 2.0, 1.5)
+#: the kinds that are cut only between their pieces (lines, rows) when larger than the budget
+LINED = frozenset({"code", "table", "html", "front_matter"})
+#: a sentence's end before a cut: a terminal, closing quotes or brackets after it, then whitespace
+_SENTENCE_END = regex.compile(rf"[\p{{Sentence_Terminal}}…]{CLOSER}*\s*$")
+
+
+def split_at_blocks(text: str, units: Sequence[tuple[int, int]], structure: Structure) -> list[tuple[int, int]]:
+    """``units`` (spans tiling ``text``) cut at :meth:`Structure.breaks`; a whitespace-only piece
+    joins the unit before it, as the units' own whitespace does."""
+    # a break goes after a line's indentation, which joins the unit before (as the sentence rules do)
+    breaks = sorted({_past_indent(text, p) for p in structure.breaks()})
+    out: list[tuple[int, int]] = []
+    for a, b in units:
+        lo, hi = bisect.bisect_right(breaks, a), bisect.bisect_left(breaks, b)
+        edges = [a, *breaks[lo:hi], b]
+        for s, e in zip(edges[:-1], edges[1:]):
+            if out and not text[s:e].strip():
+                out[-1] = (out[-1][0], e)
+            else:
+                out.append((s, e))
+    return out
+
+
+def _past_indent(text: str, offset: int) -> int:
+    while offset < len(text) and text[offset] in " \t":
+        offset += 1
+    return offset
+
+
+def at_line_start(text: str, offset: int) -> bool:
+    """Whether only spaces or tabs stand between ``offset`` and the start of its line (the indentation
+    of a list item's or a quote's lines belongs to the unit before)."""
+    i = offset
+    while i > 0 and text[i - 1] in " \t":
+        i -= 1
+    return i == 0 or text[i - 1] in "\r\n"
+
+
+def content_start(text: str, start: int, end: int) -> int:
+    """The first character of ``text[start:end]`` that is not whitespace (``end`` if none)."""
+    i = start
+    while i < end and text[i].isspace():
+        i += 1
+    return i
+
+
+def after_sentence_end(text: str, offset: int) -> bool:
+    """Whether ``text[:offset]`` ends with a sentence's end (whitespace after it allowed)."""
+    return _SENTENCE_END.search(text, max(0, offset - 16), offset) is not None
+
+
+class _Budget:
+    """Whether a span of the text fits the hard limits (no limit: everything fits)."""
+
+    def __init__(self, measure: TokenMeasure, max_chars: int | None, max_tokens: int | None):
+        self.measure, self.max_chars, self.max_tokens = measure, max_chars, max_tokens
+
+    @property
+    def limited(self) -> bool:
+        return self.max_chars is not None or self.max_tokens is not None
+
+    def fits(self, s: int, e: int) -> bool:
+        if self.max_chars is not None and e - s > self.max_chars:
+            return False
+        return self.max_tokens is None or self.measure.span(s, e) <= self.max_tokens
+
+
+def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Structure | None,
+                    measure: TokenMeasure, max_chars: int | None, max_tokens: int | None,
+                    max_units: int) -> CutPrior | None:
+    """The :class:`CutPrior` of ``units`` from ``structure`` (None: plain text; then only the line
+    rule, and only with a budget), or None when it says nothing."""
+    n = len(units)
+    budget = _Budget(measure, max_chars, max_tokens)
+    if n < 2 or (structure is None and not budget.limited):
+        return None
+    starts = np.asarray([a for a, _ in units], dtype=np.int64)
+    allowed = np.ones(n, dtype=bool)
+    bonus = np.zeros(n)
+    level = np.zeros(n, dtype=np.int64)
+    lines = line_starts(text)
+    at_line = np.asarray([at_line_start(text, int(s)) for s in starts], dtype=bool)
+    lined = np.zeros(n, dtype=bool)  # inside a code block, a table...: no sentences there
+    soft = np.zeros(n, dtype=bool)  # forbidden only to keep a heading with what follows it
+    if structure is not None:
+        for b in structure.blocks:
+            # a unit opens after the indentation of its line: the block's own first unit is not inside it
+            first = content_start(text, b.start, b.end)
+            lo, hi = int(np.searchsorted(starts, first, "right")), int(np.searchsorted(starts, b.end, "left"))
+            if b.kind == "heading":
+                i = lo - 1
+                if i >= 0 and starts[i] == first:
+                    bonus[i] = HEADING_BONUS[min(b.level, len(HEADING_BONUS)) - 1]
+                    level[i] = b.level
+                    # a heading stays with what follows it, when the two fit together
+                    if i + 1 < n and allowed[i + 1] and budget.fits(first, units[i + 1][1]):
+                        allowed[i + 1] = False
+                        soft[i + 1] = True
+                continue
+            if b.kind not in ATOMIC or hi <= lo:
+                continue
+            if budget.fits(b.start, b.end):
+                allowed[lo:hi] = False
+                soft[lo:hi] = False
+            elif b.kind in LINED:
+                lined[lo:hi] = True
+                pieces = {_past_indent(text, p) for p in b.pieces}
+                for i in range(lo, hi):
+                    if at_line[i] and int(starts[i]) not in pieces:
+                        allowed[i] = False
+    for i in np.flatnonzero(~at_line):
+        if i == 0 or not allowed[i]:
+            continue
+        s = int(starts[i])
+        if not lined[i] and after_sentence_end(text, s):
+            continue
+        li = bisect.bisect_right(lines, s) - 1
+        if budget.fits(lines[li], lines[li + 1] if li + 1 < len(lines) else len(text)):
+            allowed[i] = False
+    allowed[0] = True
+    _relax(allowed, starts, (soft, at_line), budget, len(text), max_units)
+    if allowed.all() and not bonus.any():
+        return None
+    return CutPrior(allowed, bonus, level)
+
+
+def _relax(allowed: np.ndarray, starts: np.ndarray, tiers: Sequence[np.ndarray], budget: _Budget, end: int,
+           max_units: int) -> None:
+    """Give back the starts of any forbidden stretch the search could not get through (longer than
+    the budget or than ``max_units`` units), tier by tier (``tiers``: masks of the starts to give back
+    first: a heading's follower, then line starts), then all of them (in place)."""
+    n = len(allowed)
+    for relaxed in (*tiers, np.ones(n, dtype=bool)):
+        opened = np.flatnonzero(allowed)
+        bounds = np.append(opened, n)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if b - a <= 1:
+                continue
+            stop = end if b == n else int(starts[b])
+            if b - a > max_units or not budget.fits(int(starts[a]), stop):
+                allowed[a + 1:b] |= relaxed[a + 1:b]
+
+
+def heading_mask(units: Sequence[tuple[int, int]], structure: Structure) -> np.ndarray:
+    """``[U]`` bool: unit ``i`` starts a heading of ``structure``."""
+    starts = {content_start(structure.text, b.start, b.end) for b in structure.headings}
+    return np.asarray([a in starts for a, _ in units], dtype=bool)
