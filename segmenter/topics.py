@@ -252,14 +252,14 @@ def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.n
     n = len(x)
     s2, acf = local_statistics(x, params.window, params.max_lag)
     # the autocorrelation up to its first non-positive lag (of its moving average), in units of its
-    # peak there: the first lag wherever the autocorrelation decays, as it does on any text of some
-    # length; on a handful of units a near-zero first lag before a larger second one would otherwise
-    # make the length of a few units read as twenty
+    # first lag, and at most a quarter of the units the statistics saw: on a handful of units a
+    # near-zero first lag before a larger second one made a length of a few units read as twenty
+    # (a bar seven times the noise), while on any text of some length the cap is far off
     keep = np.cumprod(moving_average(acf, params.acf_smoothing) > 0, axis=1)
     first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
-    kept = acf * keep
-    peak = kept.max(axis=1) if acf.shape[1] else np.zeros(n + 1)
-    length = np.where(first > 0, kept.sum(axis=1) / np.maximum(peak, 1e-12), 0.0)
+    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
+    seen = np.minimum(np.arange(n + 1) + params.window, n) - np.maximum(np.arange(n + 1) - params.window, 0)
+    length = np.minimum(length, seen / 4.0)
     return s2 * np.maximum(1.0 + penalty * length, params.floor)
 
 

@@ -121,16 +121,23 @@ def test_paragraph_knobs_are_checked():
             TopicParams(**bad)
 
 
-def test_correlation_length_is_measured_in_units_of_its_peak():
-    # a first lag near zero before a larger second one: the length is that of a few units, not of
-    # (sum / first lag) = twenty; where the autocorrelation decays, the peak is the first lag
-    rng = np.random.default_rng(0)
+def test_correlation_length_is_at_most_a_quarter_of_the_units_seen():
+    # on 8 units a near-zero first lag before a larger second one read as a length of twenty; the
+    # length is now capped at a quarter of the units the statistics saw, and computed as before otherwise
+    rng = np.random.default_rng(1)  # 8 random units whose first lag is small beside the next ones
     params = TopicParams()
     x = rng.normal(size=(8, 4))
     s2, acf = local_statistics(x, params.window, params.max_lag)
-    beta = boundary_penalty(x, params, params.penalty)
     keep = np.cumprod(acf > 0, axis=1)
-    kept = acf * keep
-    length = np.where(acf[:, 0] > 0, kept.sum(axis=1) / np.maximum(kept.max(axis=1), 1e-12), 0.0)
+    raw = np.where(acf[:, 0] > 0, (acf * keep).sum(axis=1) / np.maximum(acf[:, 0], 1e-12), 0.0)
+    assert (raw > 8 / 4).any()  # the case the cap is for
+    length = np.minimum(raw, 8 / 4)
+    beta = boundary_penalty(x, params, params.penalty)
     np.testing.assert_allclose(beta, s2 * np.maximum(1 + params.penalty * length, params.floor))
-    assert np.all(length <= np.count_nonzero(keep, axis=1) + 1e-9)
+    long = rng.normal(size=(400, 4))
+    s2, acf = local_statistics(long, params.window, params.max_lag)
+    keep = np.cumprod(acf > 0, axis=1)
+    raw = np.where(acf[:, 0] > 0, (acf * keep).sum(axis=1) / np.maximum(acf[:, 0], 1e-12), 0.0)
+    assert raw.max() < 100  # a long text never meets the cap
+    np.testing.assert_allclose(boundary_penalty(long, params, params.penalty),
+                               s2 * np.maximum(1 + params.penalty * raw, params.floor))
