@@ -413,8 +413,9 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     shaped = structure_prior(text, units, structure, measure, opts.max_chars, opts.max_tokens, params.max_units)
     if shaped is not None:
         prior = shaped if prior is None else prior.combine(shaped)
-    if lines_are_paragraphs(text, units, same_line):
-        # prose in paragraphs: its sentences are compared one by one, never as one line's group
+    if opts.size_target is None and lines_are_paragraphs(text, units, same_line):
+        # prose in paragraphs: its sentences are compared one by one, never as one line's group (under
+        # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
     return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
