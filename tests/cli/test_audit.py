@@ -16,7 +16,7 @@ from headseg.analysis.errors import InputError
 from headseg.analysis.outputs import check_output_dir, lock_path
 from headseg.cli import main
 
-from cli_helpers import one_line as _one_line, run as _run
+from cli_helpers import interrupted_run, journaled_argv, one_line as _one_line, run as _run
 
 NO_MODEL = ["--model", "/nonexistent/model"]
 TEXT = ("The committee met on Monday. It approved the budget after a long debate. "
@@ -126,29 +126,36 @@ def test_a_linked_journal_is_never_written_through(tmp_path, doc, capsys):
         assert victim.read_text(encoding="utf-8") == "secret" and journal.is_symlink()
 
 
-def test_resume_with_a_journal_and_no_output(tmp_path, doc, model_dir, capsys):
+def _three_docs(tmp_path, doc) -> list[str]:
+    """Three inputs, so that a journaled run of two documents a batch can die after its first batch."""
+    paths = []
+    for name in ("a.txt", "b.txt", "c.txt"):
+        p = tmp_path / name
+        p.write_text(doc.read_text(encoding="utf-8").replace("Monday", name[0]), encoding="utf-8")
+        paths.append(str(p))
+    return paths
+
+
+def test_resume_with_a_journal_and_no_output(tmp_path, doc, model_dir, capsys, monkeypatch):
     """A journal without its output (killed before the first batch, or the output removed) was a traceback."""
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"\x00\x01binary")
     out = tmp_path / "o.jsonl"
-    argv = ["segment", str(doc), str(bad), "--format", "jsonl", "--out", str(out), "--model", model_dir, "--quiet"]
-    rc, _ = _run(argv, capsys)
-    assert rc == 1  # bad.txt failed: the journal stays
-    expected = out.read_bytes()
+    argv = journaled_argv(_three_docs(tmp_path, doc), out, model_dir)
+    whole = tmp_path / "whole.jsonl"
+    assert _run(journaled_argv(_three_docs(tmp_path, doc), whole, model_dir), capsys)[0] == 0
+    interrupted_run(argv, monkeypatch)  # killed after its first batch: the journal stays
     journal = Path(str(out) + ".journal")
     header = journal.read_text(encoding="utf-8").splitlines()[0]
     journal.write_text(header + "\n", encoding="utf-8")  # nothing finished yet
     out.unlink()
     rc, err = _run(argv + ["--resume"], capsys)
-    assert rc == 1 and "Traceback" not in err and out.read_bytes() == expected, err
+    assert rc == 0 and "Traceback" not in err and out.read_bytes() == whole.read_bytes(), err
 
 
 def test_resume_refuses_a_shortened_output_before_the_model(tmp_path, doc, model_dir, capsys, monkeypatch):
-    bad = tmp_path / "bad.txt"
-    bad.write_bytes(b"\x00\x01binary")
     out = tmp_path / "o.jsonl"
-    argv = ["segment", str(doc), str(bad), "--format", "jsonl", "--out", str(out), "--model", model_dir, "--quiet"]
-    assert _run(argv, capsys)[0] == 1
+    argv = journaled_argv(_three_docs(tmp_path, doc), out, model_dir)
+    interrupted_run(argv, monkeypatch)
+    capsys.readouterr()  # the interrupted run's own line
     out.write_bytes(out.read_bytes()[:10])
 
     def no_model(args):

@@ -109,9 +109,13 @@ def test_defaults_unchanged_without_limits_or_new_options(seg):
 
 
 def test_target_without_a_limit_only_aims(seg):
-    r = seg.segment(TEXT, target_tokens=30)
+    r = seg.segment(TEXT, target_tokens=20)
     assert "".join(s.text for s in r) == TEXT
-    assert len(r) > len(seg.segment(TEXT))
+    # without the target, one segment a paragraph (of about 60 tokens: the paragraph prior, issue 33);
+    # aiming at 20 tokens splits them
+    plain = seg.segment(TEXT)
+    assert len(plain) == TEXT.count("\n\n") + 1
+    assert len(r) > len(plain)
 
 
 @pytest.mark.parametrize("kw, msg", [

@@ -108,11 +108,11 @@ def test_segment_cli_formats_and_errors(tmp_path, capsys, monkeypatch, embedded)
     payload = json.loads(capsys.readouterr().out)
     assert rc == 0 and len(payload["segments"]) == 2 and payload["document"] == "<stdin>"
 
-    # one bad file among good ones: reported, the rest still done, non-zero exit
+    # one bad file among good ones: refused before anything is segmented (issue 35 item 23)
     (tmp_path / "bin.txt").write_bytes(b"\x00\x01")
     rc = main(["segment", str(SAMPLE), str(tmp_path / "bin.txt"), "--format", "jsonl", "--quiet"])
     cap = capsys.readouterr()
-    assert rc == 1 and "binary" in cap.err and len(cap.out.splitlines()) == 3
+    assert rc == 2 and "binary" in cap.err and cap.out == ""
     rc = main(["segment", str(tmp_path / "missing.txt")])
     assert rc == 2 and capsys.readouterr().err.startswith("headseg: error:")
     rc = main(["segment", str(SAMPLE), "--max-chars", "0"])
@@ -182,9 +182,9 @@ def test_correlation_length_reads_past_one_noisy_lag_when_smoothed(monkeypatch):
     from headseg.segmenter import topics
 
     acf_row = np.array([1.0, -0.01, 0.5, 0.2, -0.3, 0.1])
-    s2 = np.array([2.0, 3.0])
-    monkeypatch.setattr(topics, "local_statistics", lambda x, window, lags: (s2, np.vstack([acf_row, acf_row])))
-    x = np.zeros((1, 4))
+    s2 = np.array([2.0, 3.0, 2.5, 2.0, 3.0, 2.5, 2.0, 3.0, 2.5])
+    monkeypatch.setattr(topics, "local_statistics", lambda x, window, lags: (s2, np.tile(acf_row, (len(s2), 1))))
+    x = np.zeros((8, 4))  # 8 units: the cap on R (a quarter of them, 2) is above every R here
     raw = topics.boundary_penalty(x, topics.TopicParams(floor=0.0), 0.5)
     # raw: the noisy second lag ends the sum at the first; R = 1.0 / 1.0
     np.testing.assert_allclose(raw, s2 * (1 + 0.5 * 1.0))
