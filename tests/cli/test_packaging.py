@@ -183,3 +183,20 @@ def test_auto_backend_works_without_onnxruntime():
     name, n = r.stdout.split()
     assert name == "torch" and int(n) >= 1
     assert "onnxruntime" in r.stderr  # says why it did not serve with ONNX
+
+
+def test_issue35_item16_readme_lists_every_command_and_user_extra():
+    """`headseg serve` was in neither the README's command list nor its extras table (only in docs/)."""
+    import re
+    import tomllib
+
+    from headseg.cli import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    listed = {line.split()[1] for line in block.splitlines() if line.startswith("headseg ")}
+    commands = {c.__name__.rsplit(".", 1)[1] for c in COMMANDS}
+    assert commands <= listed, commands - listed
+    table = {name for row in re.findall(r"^\| (.+?) \|", readme, re.M) for name in re.findall(r"`([\w-]+)`", row)}
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+    assert extras <= table, extras - table
