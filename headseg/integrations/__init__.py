@@ -3,9 +3,9 @@
 One module per framework, each behind its own extra, imported only when asked
 for (importing :mod:`headseg` or this package imports no framework):
 
-* :mod:`headseg.integrations.langchain` — ``HeadsegTextSplitter`` (``pip install headseg[langchain]``)
-* :mod:`headseg.integrations.llamaindex` — ``HeadsegNodeParser`` (``pip install headseg[llamaindex]``)
-* :mod:`headseg.integrations.haystack` — ``HeadsegDocumentSplitter`` (``pip install headseg[haystack]``)
+* :mod:`headseg.integrations.langchain` — ``HeadsegTextSplitter`` (``pip install "/path/to/headseg[langchain]"``)
+* :mod:`headseg.integrations.llamaindex` — ``HeadsegNodeParser`` (``pip install "/path/to/headseg[llamaindex]"``)
+* :mod:`headseg.integrations.haystack` — ``HeadsegDocumentSplitter`` (``pip install "/path/to/headseg[haystack]"``)
 
 Every adapter takes a ready :class:`~headseg.Segmenter` or the arguments to
 build one (``model``, ``profile``, ``backend``, ``device``), and the segmenting

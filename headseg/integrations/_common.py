@@ -29,6 +29,20 @@ UNPICKLABLE = ("an adapter built from a Segmenter object cannot be pickled (for 
                "build it from model/profile/backend/device, and each process loads the model itself")
 
 
+#: the frameworks' own overlap keywords (LangChain's and LlamaIndex's chunk_overlap, Haystack's split_overlap)
+FOREIGN_OVERLAP = ("chunk_overlap", "split_overlap")
+
+
+def refuse_foreign_overlap(adapter: str, options: dict[str, Any]) -> None:
+    """Take the frameworks' overlap keywords out of ``options``: 0 is no overlap, as there; any other value
+    is refused, pointing at ``overlap=N`` (theirs counts characters or tokens, headseg's whole sentences)."""
+    for key in FOREIGN_OVERLAP:
+        value = options.pop(key, 0)
+        if value:
+            raise ValueError(f"{adapter} does not take {key}={value!r}: it overlaps by whole sentences, "
+                             f"use overlap=N (each chunk repeats up to N sentences of the one before)")
+
+
 def adapter_options(options: Mapping[str, Any]) -> SegmentOptions:
     """The validated :class:`SegmentOptions` of an adapter's keyword arguments (None keeps the default).
 

@@ -18,13 +18,18 @@ import os
 from copy import deepcopy
 from typing import Any
 
-from haystack import Document, component, default_from_dict, default_to_dict
-from haystack.core.errors import SerializationError
+from headseg.analysis.extras import missing_extra
+
+try:
+    from haystack import Document, component, default_from_dict, default_to_dict
+    from haystack.core.errors import SerializationError
+except ModuleNotFoundError as exc:  # the framework is the extra's: say which one to install
+    raise missing_extra(__name__, "haystack", exc) from None
 
 from headseg.api import Segmenter
 from headseg.segmenter.options import option_names
 
-from ._common import SegmenterRunner, chunk_segments, page_numbers
+from ._common import SegmenterRunner, chunk_segments, page_numbers, refuse_foreign_overlap
 
 __all__ = ["HeadsegDocumentSplitter"]
 
@@ -43,6 +48,7 @@ class HeadsegDocumentSplitter:
     def __init__(self, segmenter: Segmenter | None = None, model: str | None = None, profile: str | None = None,
                  backend: str = "auto", device: str | None = None, *, skip_empty_documents: bool = True,
                  **options: Any):
+        refuse_foreign_overlap("HeadsegDocumentSplitter", options)
         self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
                                       **options)
         self.skip_empty_documents = skip_empty_documents

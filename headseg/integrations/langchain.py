@@ -20,13 +20,18 @@ import copy
 import os
 from typing import Any, Callable, Iterable, Sequence
 
-from langchain_core.documents import Document
-from langchain_text_splitters import TextSplitter
+from headseg.analysis.extras import missing_extra
+
+try:
+    from langchain_core.documents import Document
+    from langchain_text_splitters import TextSplitter
+except ModuleNotFoundError as exc:  # the framework is the extra's: say which one to install
+    raise missing_extra(__name__, "langchain", exc) from None
 
 from headseg.api import Segmenter
 from headseg.segmenter.stream import iterable_of
 
-from ._common import SegmenterRunner, chunk_segments
+from ._common import SegmenterRunner, chunk_segments, refuse_foreign_overlap
 
 __all__ = ["HeadsegTextSplitter"]
 
@@ -41,7 +46,7 @@ class HeadsegTextSplitter(TextSplitter):
     LangChain's ``chunk_size`` and ``length_function`` are accepted too, as
     ``max_tokens`` counted by ``length_function`` (``max_chars`` without one), so
     ``HeadsegTextSplitter.from_huggingface_tokenizer(tokenizer, chunk_size=256)``
-    works; ``chunk_overlap`` must be 0.
+    works; ``chunk_overlap`` must be 0 (``overlap=N`` repeats N sentences).
     Each chunk keeps a copy of its document's metadata and, with
     ``add_start_index`` (the default), gets ``start_index`` and ``end_index``:
     ``document.page_content[start_index:end_index] == chunk.page_content``.
@@ -51,8 +56,7 @@ class HeadsegTextSplitter(TextSplitter):
                  profile: Any = None, backend: str = "auto", device: str | None = None,
                  add_start_index: bool = True, chunk_size: int | None = None, chunk_overlap: int = 0,
                  length_function: Callable[[str], int] | None = None, **options: Any):
-        if chunk_overlap:
-            raise ValueError("HeadsegTextSplitter chunks tile the text; chunk_overlap must be 0")
+        refuse_foreign_overlap("HeadsegTextSplitter", dict(options, chunk_overlap=chunk_overlap))
         self.runner = SegmenterRunner(segmenter, model=model, profile=profile, backend=backend, device=device,
                                       **_langchain_limits(options, chunk_size, length_function))
         limits = self.runner.options

@@ -19,16 +19,21 @@ import os
 import typing
 from typing import Any, Dict, List, Optional, Sequence
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model
-from llama_index.core.node_parser import NodeParser
-from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-from llama_index.core.schema import BaseNode, Document, MetadataMode
-from llama_index.core.utils import get_tqdm_iterable
+from headseg.analysis.extras import missing_extra
+
+try:
+    from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model
+    from llama_index.core.node_parser import NodeParser
+    from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+    from llama_index.core.schema import BaseNode, Document, MetadataMode
+    from llama_index.core.utils import get_tqdm_iterable
+except ModuleNotFoundError as exc:  # the framework is the extra's: say which one to install
+    raise missing_extra(__name__, "llamaindex", exc) from None
 
 from headseg.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
-from ._common import UNPICKLABLE, SegmenterRunner, chunk_segments
+from ._common import UNPICKLABLE, SegmenterRunner, chunk_segments, refuse_foreign_overlap
 
 __all__ = ["HeadsegNodeParser"]
 
@@ -77,6 +82,7 @@ class HeadsegNodeParser(_OptionFields):
     _given: bool = PrivateAttr(default=False)
 
     def __init__(self, segmenter: Segmenter | None = None, **data: Any):
+        refuse_foreign_overlap(type(self).__name__, data)
         unknown = sorted(set(data) - set(type(self).model_fields))
         if unknown:  # pydantic would ignore it: a misspelt option must not be silently dropped
             raise TypeError(f"unexpected keyword argument {unknown[0]!r} "

@@ -54,8 +54,10 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
                     await loading
                 engine.close()
 
+    # FastAPI's /docs and /redoc load their scripts from a CDN (a blank page offline): /docs is the
+    # service's own page instead (probes.py), and there is no /redoc
     app = FastAPI(title="headseg", summary="Topic segments with exact offsets, from attention heads",
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.engine = engine
     check_key = refusals.key_check(engine.config.api_key)
     app.include_router(probe_router(engine, check_key))

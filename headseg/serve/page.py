@@ -1,4 +1,4 @@
-"""The viewer page at ``GET /``: plain HTML and JavaScript (``static/index.html``), no build step.
+"""The viewer page at ``GET /`` and the API page at ``GET /docs``: plain HTML and JavaScript (``static/``), no build step.
 
 Paste a text, choose the options (a field per option a request takes, made
 from their schema), segment it through ``POST /v1/segment``, and see the segments,
@@ -13,9 +13,19 @@ from importlib import resources
 from typing import Any, Mapping
 
 
+def _static(name: str) -> str:
+    return resources.files(__package__).joinpath("static").joinpath(name).read_text(encoding="utf-8")
+
+
 @lru_cache(maxsize=1)
 def _template() -> str:
-    return resources.files(__package__).joinpath("static").joinpath("index.html").read_text(encoding="utf-8")
+    return _static("index.html")
+
+
+def docs_html() -> str:
+    """The API page at ``GET /docs`` (``static/docs.html``): it lists ``/openapi.json`` with its own script, no
+    asset from elsewhere (Swagger UI's come from a CDN, and the service runs offline)."""
+    return _static("docs.html")
 
 
 def page_html(options: Mapping[str, Mapping[str, Any]], needs_key: bool) -> str:

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
 from .engine import Engine
-from .page import page_html
+from .page import docs_html, page_html
 from .refusals import busy
 from .requests import option_schema
 
@@ -27,6 +27,10 @@ def probe_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRou
     @router.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page_html(option_schema(), needs_key))
+
+    @router.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return HTMLResponse(docs_html())
 
     @router.get("/healthz")
     async def healthz() -> dict:

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.extras import install_command
 
 from .embeddings import MeanPooledEmbedder
 from .loaders import Document, snap_offsets
@@ -47,7 +48,7 @@ class TextTilingMethod(Method):
         try:
             from nltk.tokenize import TextTilingTokenizer
         except ImportError as exc:
-            raise MethodUnavailable("texttiling needs nltk (pip install 'headseg[bench]')") from exc
+            raise MethodUnavailable(f"texttiling needs nltk ({install_command('bench')})") from exc
         self.tt = TextTilingTokenizer(stopwords=english_stopwords())
 
     def predict(self, doc, k=None):
@@ -189,7 +190,7 @@ class LangChainMethod(Method):
             from langchain_huggingface import HuggingFaceEmbeddings
         except ImportError as exc:
             raise MethodUnavailable(
-                "langchain needs langchain-experimental and langchain-huggingface (pip install 'headseg[bench]')"
+                f"langchain needs langchain-experimental and langchain-huggingface ({install_command('bench')})"
             ) from exc
         from headseg.analysis.model import embedded_model_path
 
@@ -257,7 +258,7 @@ class ChonkieMethod(Method):
             from chonkie.embeddings import SentenceTransformerEmbeddings
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise MethodUnavailable("chonkie needs chonkie and sentence-transformers (pip install 'headseg[bench]')") from exc
+            raise MethodUnavailable(f"chonkie needs chonkie and sentence-transformers ({install_command('bench')})") from exc
         from headseg.analysis.model import embedded_model_path
 
         import warnings

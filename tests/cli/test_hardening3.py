@@ -329,3 +329,46 @@ def test_issue35_item15_export_heads_the_model_lacks_is_exit_2(model_dir, tmp_pa
     rc, err = run(["export", "--model", model_dir, "--heads", heads, "--out", str(tmp_path / "art")], capsys)
     assert rc == 2 and one_line(err) and err.startswith("headseg: error: --heads"), err
     assert not (tmp_path / "art").exists()
+
+
+# ------------------------------------------------------------------ item 10
+@pytest.fixture
+def busy_port():
+    """A loopback port something already listens on."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_issue35_item10_serve_on_a_port_in_use(busy_port, capsys, engine):
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    rc, err = run(["serve", "--port", str(busy_port), "--engine", engine, *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and f"127.0.0.1:{busy_port}" in err and "in use" in err, err
+
+
+@pytest.mark.parametrize("host, says", [("no-such-host.invalid", "does not resolve"),
+                                        ("192.0.2.1", "cannot listen on 192.0.2.1:")])
+def test_issue35_item10_serve_on_a_host_it_cannot_bind(capsys, host, says):
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    rc, err = run(["serve", "--host", host, "--port", "0", *NO_MODEL], capsys)
+    assert rc == 2 and one_line(err) and says in err and "INFO" not in err, err
+
+
+def test_issue35_item10_serve_hands_uvicorn_the_socket_it_bound(monkeypatch):
+    """The check is the bind itself: the socket bound before the model loads is the one served."""
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    from headseg.cli import serve
+
+    sock = serve.bind_listener("127.0.0.1", 0)
+    try:
+        assert sock.getsockname()[0] == "127.0.0.1" and sock.getsockname()[1] > 0
+        import socket
+
+        with socket.create_connection(sock.getsockname(), timeout=5):
+            pass  # listening already: nothing else can take the port before uvicorn serves it
+    finally:
+        sock.close()

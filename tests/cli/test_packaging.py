@@ -19,11 +19,30 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+    # -v: pip shows the build backend's warnings only when verbose
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v",
                         "-w", str(out), str(ROOT)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     (whl,) = out.glob("headseg-*.whl")
+    (out / "build.log").write_text(r.stdout + r.stderr, encoding="utf-8")
     return whl
+
+
+def test_issue35_item19_the_build_warns_of_nothing(wheel):
+    """setuptools deprecated the license table and warned of the static files' folder on every install."""
+    log = (wheel.parent / "build.log").read_text(encoding="utf-8")
+    warnings = [line.strip() for line in log.splitlines() if "Warning" in line]
+    assert not warnings, warnings
+
+
+def test_issue35_item19_the_wheel_holds_its_data_and_licence(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"headseg/serve/static/index.html", "headseg/tui/app.tcss", "headseg/tui/sample.txt",
+            "headseg/data/sample.txt", "headseg/py.typed"} <= names
+    dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+    assert f"{dist_info}/licenses/LICENSE" in names
+    meta = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode()
+    assert "License-Expression: MIT" in meta.splitlines() and "License-File: LICENSE" in meta.splitlines()
 
 
 #: what only an extra may bring: torch's path, the plots, the embedded model (it pulls torch), optimum
@@ -164,3 +183,20 @@ def test_auto_backend_works_without_onnxruntime():
     name, n = r.stdout.split()
     assert name == "torch" and int(n) >= 1
     assert "onnxruntime" in r.stderr  # says why it did not serve with ONNX
+
+
+def test_issue35_item16_readme_lists_every_command_and_user_extra():
+    """`headseg serve` was in neither the README's command list nor its extras table (only in docs/)."""
+    import re
+    import tomllib
+
+    from headseg.cli import COMMANDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    listed = {line.split()[1] for line in block.splitlines() if line.startswith("headseg ")}
+    commands = {c.__name__.rsplit(".", 1)[1] for c in COMMANDS}
+    assert commands <= listed, commands - listed
+    table = {name for row in re.findall(r"^\| (.+?) \|", readme, re.M) for name in re.findall(r"`([\w-]+)`", row)}
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+    assert extras <= table, extras - table

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import ROOT, SAMPLE_TEXT, child_env, has, run_py
+from headseg.analysis.extras import install_command
 from hubcache import FILES, REPO, fill_hub_cache
 
 #: modules the serving path must never import (torch's path, the plots, the embedded model's stack)
@@ -87,7 +88,7 @@ def test_offline_without_the_model_is_one_line_and_exit_3(tmp_path):
     assert r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("headseg: error: the default model " + REPO), r.stderr
-    assert "HF_HUB_OFFLINE" in lines[0] and "headseg[embedded]" in lines[0]
+    assert "HF_HUB_OFFLINE" in lines[0] and f"({install_command('embedded')}:" in lines[0]
     assert not (tmp_path / "empty-hub").exists() or not any((tmp_path / "empty-hub").rglob("*.safetensors"))
 
 
@@ -167,7 +168,7 @@ def test_a_missing_extra_is_named_before_any_work(tmp_path, argv, hidden):
     r = run_py(code, env=child_env(HF_HUB_CACHE=str(tmp_path / "empty-hub"), HF_HUB_OFFLINE="1"))
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == (f"headseg: error: `headseg {argv[0]}` needs the '{extra}' extra "
-                                f"(pip install 'headseg[{extra}]'); module '{missing}' is missing")
+                                f"({install_command(extra)}); module '{missing}' is missing")
     assert not (tmp_path / "out").exists()
 
 
