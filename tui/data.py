@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import threading
-import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,6 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError, InputError, first_line
 from headseg.analysis.reading import decode_text, file_size, read_head, read_text
-from headseg.analysis.writing import atomic_save_npz
 from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
 from headseg.analysis.text import WINDOW_TOKENS, Window, make_windows, split_sentences, tokenize
