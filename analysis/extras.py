@@ -15,29 +15,36 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 
-def _distribution():
-    return metadata.distribution("headseg")
+def _distributions() -> list:
+    return list(metadata.distributions(name="headseg"))
 
 
 def _source() -> tuple[str, bool] | None:
-    """Where pip installed headseg from (a local folder or file) and whether editably; None if not known."""
-    try:
-        dist = _distribution()
-    except metadata.PackageNotFoundError:  # not installed, run from a checkout on sys.path: that checkout
-        root = Path(__file__).resolve().parents[1]
-        return (str(root), True) if (root / "pyproject.toml").is_file() else None
-    try:
-        text = dist.read_text("direct_url.json")
-        info = json.loads(text) if text else None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
-        return None
-    url = urlparse(info["url"])
-    if url.scheme != "file":  # a URL or a repository: pip can take it again, but not with an extra as simply
-        return None
-    dir_info = info.get("dir_info")
-    return unquote(url.path), isinstance(dir_info, dict) and dir_info.get("editable") is True
+    """Where pip installed headseg from (a local folder or file) and whether editably; None if not known.
+
+    Every ``headseg`` distribution on the path is read: run from inside the checkout, the first one
+    found is the build's own ``headseg.egg-info`` there, which records no source; the installed
+    one's ``direct_url.json`` does.
+    """
+    dists = _distributions()
+    root = Path(__file__).resolve().parents[1]
+    checkout = (str(root), True) if (root / "pyproject.toml").is_file() else None
+    if not dists:  # not installed, run from a checkout on sys.path: that checkout
+        return checkout
+    for dist in dists:
+        try:
+            text = dist.read_text("direct_url.json")
+            info = json.loads(text) if text else None
+        except (OSError, ValueError):
+            continue
+        if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+            continue
+        url = urlparse(info["url"])
+        if url.scheme != "file":  # a URL or a repository: pip can take it again, but not with an extra as simply
+            return None
+        dir_info = info.get("dir_info")
+        return unquote(url.path), isinstance(dir_info, dict) and dir_info.get("editable") is True
+    return None
 
 
 @functools.lru_cache(maxsize=None)

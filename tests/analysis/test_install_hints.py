@@ -25,7 +25,7 @@ class _Dist:
 def installed(monkeypatch):
     """Pretend headseg was installed with pip from the given source (PEP 610's direct_url.json; None: an index)."""
     def install(direct_url):
-        monkeypatch.setattr(extras, "_distribution", lambda: _Dist(direct_url))
+        monkeypatch.setattr(extras, "_distributions", lambda: [_Dist(direct_url)])
         extras.install_command.cache_clear()
     yield install
     extras.install_command.cache_clear()
@@ -42,6 +42,17 @@ def installed(monkeypatch):
 def test_issue35_item17_install_command_names_where_headseg_came_from(installed, direct_url, command):
     installed(direct_url)
     assert extras.install_command("tui") == command
+
+
+def test_issue35_item17_the_checkout_s_egg_info_does_not_hide_the_install(monkeypatch):
+    # run from inside the checkout, its own headseg.egg-info (no direct_url.json) is found first
+    editable = _Dist({"url": "file:///home/ann/headseg", "dir_info": {"editable": True}})
+    monkeypatch.setattr(extras, "_distributions", lambda: [_Dist(None), editable])
+    extras.install_command.cache_clear()
+    try:
+        assert extras.install_command("tui") == "pip install -e '/home/ann/headseg[tui]'"
+    finally:
+        extras.install_command.cache_clear()
 
 
 def test_issue35_item17_the_cli_hint_is_the_install_command(installed, monkeypatch, tmp_path, capsys):
