@@ -68,14 +68,18 @@ def lines_are_paragraphs(text: str, units: Sequence[tuple[int, int]], same_line:
     return labelled * 2 < len(starts)
 
 
-def paragraph_starts(text: str, units: Sequence[tuple[int, int]], same_line: np.ndarray) -> np.ndarray:
+def paragraph_starts(text: str, units: Sequence[tuple[int, int]], same_line: np.ndarray,
+                     paragraph_lines: bool | None = None) -> np.ndarray:
     """``[U]`` bool: unit ``i`` opens a paragraph: a blank line before it, or a line break when the
-    text's lines are paragraphs (:func:`lines_are_paragraphs`).  The first unit: False."""
+    text's lines are paragraphs (``paragraph_lines``: :func:`lines_are_paragraphs`, computed here
+    when None).  The first unit: False."""
     n = len(units)
     out = np.zeros(n, dtype=bool)
     if n < 2:
         return out
-    if lines_are_paragraphs(text, units, same_line):
+    if paragraph_lines is None:
+        paragraph_lines = lines_are_paragraphs(text, units, same_line)
+    if paragraph_lines:
         out[1:] = ~np.asarray(same_line, dtype=bool)[1:]
     for i in range(1, n):
         if not out[i] and _BLANK_LINE.search(text, units[i - 1][0], units[i][0]):

@@ -397,9 +397,10 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     same_line = starts_same_line(text, units)
     own = params.heading_tokens
     marked = None if structure is None else heading_mask(units, structure)
+    prose = lines_are_paragraphs(text, units, same_line)
     if opts.size_target is None or opts.segments is not None:
         headings = heading_units(text, units, tokens, own, same_line=same_line) if marked is None else marked
-        bonus = paragraph_bonus(paragraph_starts(text, units, same_line), params.paragraph_bonus,
+        bonus = paragraph_bonus(paragraph_starts(text, units, same_line, prose), params.paragraph_bonus,
                                 params.paragraph_count, params.paragraph_surcharge)
         prior = None if bonus is None else CutPrior.of_bonus(bonus)
     else:
@@ -413,7 +414,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     shaped = structure_prior(text, units, structure, measure, opts.max_chars, opts.max_tokens, params.max_units)
     if shaped is not None:
         prior = shaped if prior is None else prior.combine(shaped)
-    if opts.size_target is None and lines_are_paragraphs(text, units, same_line):
+    if opts.size_target is None and prose:
         # prose in paragraphs: its sentences are compared one by one, never as one line's group (under
         # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)

@@ -22,7 +22,7 @@ from .requests import option_schema
 def probe_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRouter:
     """The router of the read-only endpoints over ``engine``; ``check_key`` guards ``/metrics``."""
     router = APIRouter()
-    needs_key = engine.config.api_key is not None and engine.config.api_key != ""
+    needs_key = bool(engine.config.api_key)
 
     @router.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
