@@ -166,6 +166,17 @@ def line_groups(same_line, tokens, max_tokens: int, sizes: np.ndarray | None = N
     return g
 
 
+def open_groups_at(groups: np.ndarray, starts) -> np.ndarray:
+    """``groups [U]`` (non-decreasing group indices) with a new group opening at each unit of ``starts``
+    (a segment tree's parent boundaries: splitting a group keeps it within the limits)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if not starts.size:
+        return groups
+    opens = np.concatenate([[False], groups[1:] != groups[:-1]])
+    opens[starts] = True
+    return np.cumsum(opens)
+
+
 def group_starts(groups: np.ndarray) -> np.ndarray:
     """First unit of each group, for non-decreasing group indices ``[U]`` starting at 0."""
     m = int(groups[-1]) + 1 if len(groups) else 0

@@ -34,7 +34,7 @@ from .blocks import heading_mask, structure_prior
 from .cuts import CutPrior, passable
 from .limits import SizeLimits, TokenMeasure, repair_cuts
 from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
-                    line_groups, lines_are_paragraphs, paragraph_bonus, paragraph_starts,
+                    line_groups, lines_are_paragraphs, open_groups_at, paragraph_bonus, paragraph_starts,
                     starts_same_line)
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
@@ -60,17 +60,14 @@ class TopicParams:
     #: model's output share (benchmarks/tune_topics.py; docs/segmenter.md, "Tuning for what
     #: generalises" and "The model's own embedding beside the heads")
     penalty: float = 0.35
-    #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue
-    #: turn) must not open a segment of its own
+    #: the bar is never below ``floor · σ²``: one noisy unit (a short dialogue turn) opens no segment
     floor: float = 1.3
-    #: ``σ²`` and ``R`` are measured on the units within this many units of a
-    #: candidate boundary, so a long document or a concatenation keeps each
-    #: part's own scale
+    #: ``σ²`` and ``R`` are measured on the units within this many units of a candidate
+    #: boundary, so a long document or a concatenation keeps each part's own scale
     window: int = 400
-    #: longest lag of the autocorrelation, in units
-    max_lag: int = 100
-    #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a
-    #: unit of a few tokens has a noisy vector (0 = every unit weighs the same)
+    max_lag: int = 100  #: longest lag of the autocorrelation, in units
+    #: a unit weighs ``min(1, tokens / weight_tokens)`` in the segment scatter: a unit of a
+    #: few tokens has a noisy vector (0 = every unit weighs the same)
     weight_tokens: float = 8.0
     #: longest segment considered, in units (bounds the search to O(n·max_units))
     max_units: int = 400
@@ -118,6 +115,8 @@ class TopicParams:
     paragraph_bonus: float = 0.6
     paragraph_count: float = 4.0
     paragraph_surcharge: float = 0.5
+    #: ``β`` (and the priors and surcharges, fractions of it) times this: a tree's coarser levels (tree.py)
+    scale: float = 1.0
 
     def __post_init__(self) -> None:
         w = self.acf_smoothing
@@ -127,6 +126,8 @@ class TopicParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < top:
                 raise HeadsegError(f"{name} must be a number from 0{' below 1' if top == 1 else ''} (got {v!r})")
+        if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale < math.inf:
+            raise HeadsegError(f"scale must be a positive number (got {self.scale!r})")
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
@@ -260,12 +261,11 @@ def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.n
     length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
     seen = np.minimum(np.arange(n + 1) + params.window, n) - np.maximum(np.arange(n + 1) - params.window, 0)
     length = np.minimum(length, seen / 4.0)
-    return s2 * np.maximum(1.0 + penalty * length, params.floor)
+    return params.scale * s2 * np.maximum(1.0 + penalty * length, params.floor)
 
 
 def moving_average(a: np.ndarray, width: int) -> np.ndarray:
-    """``a [R, L]`` averaged along its last axis over ``width`` (odd) consecutive values centred on each;
-    the first and last ``width // 2`` columns, which have no full window, keep their own values."""
+    """``a [R, L]`` averaged along its last axis over ``width`` (odd) centred values; the edges keep theirs."""
     h = width // 2
     if h == 0 or a.shape[-1] < width:
         return a
@@ -314,8 +314,8 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 
 def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
                      penalty: float | None = None, tokens=None, same_line=None, headings=None,
-                     limits: SizeLimits | None = None,
-                     cut_prior: CutPrior | None = None) -> tuple[list[int], list[float]]:
+                     limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
+                     required=None) -> tuple[list[int], list[float]]:
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
 
     ``tokens [U]``: the units' token counts, for the unit weights, the
@@ -328,10 +328,13 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
     exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
     prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
-    open and what opening one saves), None for none.
+    open and what opening one saves), None for none.  ``required``: units that open segments (a tree's parents).
     """
     params = params or TopicParams()
     n = len(x)
+    required = np.unique(np.asarray([] if required is None else required, dtype=np.int64))
+    if required.size and (required[0] < 1 or required[-1] >= n):
+        raise HeadsegError(f"a required cut must be a unit index inside 1..{n - 1}")
     if n < 2:
         return [], []
     if cut_prior is not None and len(cut_prior) != n:
@@ -342,6 +345,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
         same = np.zeros(n, dtype=bool) if same_line is None else np.asarray(same_line, dtype=bool)
         groups = line_groups(same, tokens, params.line_tokens, None if limits is None else limits.sizes,
                              () if limits is None else limits.caps, headings=headings)
+        groups = open_groups_at(groups, required)
         if limits is not None and limits.fits is not None:
             starts = np.searchsorted(groups, np.arange(int(groups[-1]) + 1), side="left")
             ends = np.append(starts[1:], n)
@@ -354,6 +358,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
             grouped = (x, tokens, None)  # a group would hide the only start a stretch has: units alone then
         x, tokens, first = grouped
         if first is not None:
+            required = np.searchsorted(first, required)
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
     x = prepare_vectors(x, params)
@@ -361,6 +366,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units if segments is None
                              else exact_k_bound(len(x), segments, params.max_units, EXACT_SPAN_BUDGET), weights))
+    if required.size:
+        cost.require(required)
     if segments is not None and limits is None:
         # a few segments of a long text are each longer than the usual bound of max_units items
         beta, extra = exact_k_objective(cost, x, params, penalty, tokens, segments=segments, cut_prior=cut_prior)
@@ -376,7 +383,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
 
 def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
                         measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
-                        structure: "Structure | None" = None) -> tuple[list[int], list[float]]:
+                        structure: "Structure | None" = None, required=None) -> tuple[list[int], list[float]]:
     """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
 
     ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
@@ -390,7 +397,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     Markdown structure (:mod:`~headseg.segmenter.structure`; None: plain text), whose
     blocks and headings enter as a cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`:
     no cut inside a block that fits the limits, a bonus before a heading); its headings
-    replace the heuristic ones.
+    replace the heuristic ones; ``required``: as :func:`topic_boundaries`'.
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
@@ -420,7 +427,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
         same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
     return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
-                            headings=headings, limits=limits, cut_prior=prior)
+                            headings=headings, limits=limits, cut_prior=prior, required=required)
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,

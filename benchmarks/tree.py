@@ -1,0 +1,146 @@
+"""The segment tree (``level="tree"``) against two-level references: coarse level vs the coarse reference,
+leaves vs all boundaries, beside flat headseg and the embedding baseline.
+
+Data: ``wiki50_dev`` (sections ``========,2,`` vs every header) and ``meetings_ami_dev_tree`` (topics
+``========,2,`` vs topics and subtopics); the coarse reference is the file read with ``wiki_level=2``.
+The unit vectors are computed once into ``--cache`` (default ``runs/tree_cache``, git-ignored), then
+every variant is a search per document (``segmenter.tree.tree_levels``, the call ``segment`` makes).
+
+    python benchmarks/tree.py                       # the table of docs/results.md
+    python benchmarks/tree.py --scale 3 --fanout 8  # a variant of the tree's constants
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data" / "segmentation"
+SETS = (("wiki50_dev", 2), ("meetings_ami_dev_tree", 2))
+
+
+def load(name: str, coarse_level: int):
+    from headseg.segmenter.evaluation.loaders import iter_documents
+
+    fine = list(iter_documents(DATA / name))
+    coarse = list(iter_documents(DATA / name, wiki_level=coarse_level))
+    for f, c in zip(fine, coarse):
+        if f.text != c.text or f.id != c.id:
+            raise SystemExit(f"{name}: the two levels of {f.id} do not share one text")
+    return fine, coarse
+
+
+def cache(seg, name: str, docs, folder: Path) -> list[dict]:
+    """Per document: its unit spans, unit tokens and unit vectors (computed once, then read)."""
+    from headseg.analysis.text import tokenize
+    from headseg.analysis.writing import atomic_save_npz
+    from headseg.segmenter.encode import unit_token_ranges
+
+    path = folder / f"{name}.npz"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        arrays = {}
+        for i, d in enumerate(docs):
+            tok = tokenize(d.text, seg.loaded.tokenizer)
+            units = seg.units(d.text, doc=tok)
+            x = seg.unit_vectors(tok, units)
+            r = unit_token_ranges(tok, units)
+            arrays[f"x{i}"] = x.astype(np.float32)
+            arrays[f"u{i}"] = np.asarray(units, np.int64)
+            arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
+            print(f"  {name}: {i + 1}/{len(docs)}", file=sys.stderr, flush=True)
+        atomic_save_npz(path, **arrays)
+    z = np.load(path)
+    return [{"x": z[f"x{i}"].astype(np.float64), "units": [tuple(map(int, u)) for u in z[f"u{i}"]],
+             "tokens": z[f"t{i}"]} for i in range(len(docs))]
+
+
+def scores(doc, chars) -> tuple[float, float, int]:
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.evaluation.metrics import score_document
+
+    hyp = snap_offsets(chars, doc.starts, len(doc.text))
+    s = score_document(doc.boundaries, hyp, doc.n)
+    return s.pk, s.windowdiff, len(hyp) + 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cache", type=Path, default=REPO / "runs" / "tree_cache")
+    ap.add_argument("--scale", type=float, default=None, help="the tree's penalty scale per level")
+    ap.add_argument("--fanout", type=int, default=None, help="the automatic depth's fan-out")
+    ap.add_argument("--depth", type=int, default=None, help="a fixed depth (default: automatic)")
+    ap.add_argument("--no-embedding", action="store_true", help="leave the embedding baseline out")
+    args = ap.parse_args(argv)
+
+    from headseg import Segmenter
+    from headseg.analysis.text import tokenize
+    from headseg.segmenter import tree as tree_mod
+    from headseg.segmenter.limits import TokenMeasure
+    from headseg.segmenter.options import SegmentOptions
+    from headseg.segmenter.topics import document_boundaries
+
+    if args.scale is not None:
+        tree_mod.TREE_SCALE = args.scale
+    if args.fanout is not None:
+        tree_mod.TREE_FANOUT = args.fanout
+    seg = Segmenter(quiet=True)
+    opts = SegmentOptions()
+    embed = None
+    if not args.no_embedding:
+        from headseg.segmenter.evaluation.baselines import EmbeddingCosineMethod
+
+        embed = EmbeddingCosineMethod()
+    rows = []
+    for name, level in SETS:
+        fine, coarse = load(name, level)
+        cached = cache(seg, name, fine, args.cache)
+        acc = {k: [] for k in ("flat_c", "flat_a", "tree_c", "tree_a", "emb_c", "emb_a", "depth")}
+        for f, c, v in zip(fine, coarse, cached):
+            tok = tokenize(f.text, seg.loaded.tokenizer)
+            measure = TokenMeasure(f.text, tok, None)
+            starts = [a for a, _ in v["units"]]
+            flat, _ = document_boundaries(v["x"], f.text, v["units"], v["tokens"], measure, opts, seg.params)
+            flat_chars = [starts[i] for i in flat]
+            levels = tree_mod.tree_levels(v["x"], f.text, v["units"], v["tokens"], measure, opts, seg.params,
+                                          depth=args.depth)
+            top = [starts[i] for i in levels[0].cuts]
+            leaves = [starts[i] for i in levels[-1].cuts]
+            acc["flat_c"].append(scores(c, flat_chars))
+            acc["flat_a"].append(scores(f, flat_chars))
+            acc["tree_c"].append(scores(c, top))
+            acc["tree_a"].append(scores(f, leaves))
+            acc["depth"].append(len(levels))
+            if embed is not None:
+                units = embed.predict(f).unit_boundaries(f)
+                chars = [f.starts[u] for u in units]
+                acc["emb_c"].append(scores(c, chars))
+                acc["emb_a"].append(scores(f, chars))
+        ref_c = np.mean([c.num_segments for c in coarse])
+        ref_a = np.mean([f.num_segments for f in fine])
+        rows.append((name, acc, ref_c, ref_a))
+    print("| data set | reference | method | Pk | WindowDiff | segments (ref) |")
+    print("|---|---|---|---:|---:|---:|")
+    for name, acc, ref_c, ref_a in rows:
+        for ref, tag, ref_n in (("coarse", "c", ref_c), ("all", "a", ref_a)):
+            for label, key in (("headseg flat", "flat"), ("headseg tree (" + ("top level" if tag == "c" else "leaves")
+                                                          + ")", "tree"), ("embedding baseline", "emb")):
+                vals = acc[f"{key}_{tag}"]
+                if not vals:
+                    continue
+                pk, wd, m = np.mean(vals, axis=0)
+                print(f"| {name} | {ref} | {label} | {pk:.3f} | {wd:.3f} | {m:.1f} ({ref_n:.1f}) |")
+        print(f"| {name} | | tree depth (mean) | {np.mean(acc['depth']):.2f} | | |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""A segment tree: topic segments within topic segments, each level an optimum of the one search.
+
+Cost and algorithm: the levels are the topic search (:func:`~headseg.segmenter.topics.document_boundaries`)
+run top-down at decreasing penalty scales.  Level 1 (the children of the document) is the penalised
+optimum at scale ``s₁ = TREE_SCALE ** (L − 1)`` (:class:`~headseg.segmenter.topics.TopicParams`
+``scale``: every segment pays ``s·β``, so only boundaries that save that much scatter open one), with
+no size limit; level ``d`` is the optimum at ``TREE_SCALE ** (L − d)`` under the constraint that every
+boundary of level ``d − 1`` opens a segment (:meth:`~headseg.segmenter.search.SegmentCost.require`),
+so it is the optimum inside each parent, and a coarse boundary is a boundary at every finer level.
+The last level, the leaves, is searched at scale 1 under the hard size limits and the size target
+(``max_chars``, ``max_tokens``, ``target_tokens``): without its parents' constraint it would be flat
+headseg's own segmentation.  Each search is O(U · M · D) (``M`` the longest segment considered, which
+grows with the scale up to U), so a tree of ``L`` levels costs at most ``L`` times one flat search
+of that bound.
+
+Depth: ``depth`` fixes ``L``; by default the text decides: levels are added above the leaves while
+the coarsest one has more than ``TREE_FANOUT`` segments, up to ``TREE_MAX_DEPTH``, and a level that
+adds no boundary to its parent's is dropped (no node has a single child).  In Markdown the heading
+levels anchor the tree's levels: at level ``d`` a heading of the ``d``-th highest level present opens
+a segment as strongly as the structure prior makes a top heading open one.
+
+Source: the top-down scheme is the divisive one of TreeSeg (Gklezakos et al., arXiv 2407.12028),
+with the exact penalised optimum (Jackson et al. 2005) at each level instead of a greedy split.
+docs/segmenter.md, "A tree of segments", has the measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from headseg.analysis.errors import HeadsegError
+
+from .limits import TokenMeasure
+from .topics import TopicParams, document_boundaries
+
+if TYPE_CHECKING:
+    from .options import SegmentOptions
+    from .structure import Structure
+
+#: the penalty scale between one level of the tree and the next finer one
+TREE_SCALE = 4.0
+#: without ``depth``, a level is added above the coarsest while it has more segments than this
+TREE_FANOUT = 6
+#: the most levels below the document the automatic depth builds
+TREE_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class TreeLevel:
+    """One level of a segment tree: the unit indices that open its segments 2..m (sorted, each
+    coarser level's among them) and the strength of each of those boundaries at this level."""
+
+    cuts: tuple[int, ...]
+    scores: tuple[float, ...]
+
+
+def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
+                measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
+                structure: "Structure | None" = None, depth: int | None = None) -> list[TreeLevel]:
+    """The levels of the segment tree of one document, coarsest first, the leaves last.
+
+    Arguments as :func:`~headseg.segmenter.topics.document_boundaries` (``x [U, D]`` the unit vectors,
+    ``tokens [U]`` their model tokens, ``measure`` the counter of ``opts.max_tokens``); ``depth``: the
+    number of levels below the document (None: the text decides, see the module's docstring).  Every
+    level's cuts contain the cuts of the level before it; no two consecutive levels are equal, so no
+    node has a single child.  A text with one unit has one level without cuts.
+    """
+    params = params or TopicParams()
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise HeadsegError(f"depth must be a positive integer (got {depth!r})")
+    if len(units) < 2:
+        return [TreeLevel((), ())]
+    coarse_opts = replace(opts, level="topic", max_chars=None, min_chars=None, max_tokens=None,
+                          target_tokens=None, overlap=None, segments=None)
+
+    def search(level_scale: float, required: Sequence[int], leaves: bool) -> TreeLevel:
+        p = replace(params, scale=params.scale * level_scale,
+                    max_units=min(len(units), int(round(params.max_units * level_scale))))
+        o = replace(opts, level="topic", segments=None, overlap=None) if leaves else coarse_opts
+        cuts, scores = document_boundaries(x, text, units, tokens, measure, o, p, structure=structure,
+                                           required=required)
+        return TreeLevel(tuple(int(c) for c in cuts), tuple(float(s) for s in scores))
+
+    levels = depth if depth is not None else _auto_depth(search)
+    out: list[TreeLevel] = []
+    required: tuple[int, ...] = ()
+    for d in range(levels):
+        scale = TREE_SCALE ** (levels - 1 - d)
+        level = search(scale, required, leaves=d == levels - 1)
+        if level.cuts != required or not out:
+            out.append(level)
+        required = level.cuts
+    if len(out) > 1 and not out[0].cuts:
+        out = out[1:]  # the document's one child: not a level
+    if len(out) > 1 and out[-1].cuts == out[-2].cuts:
+        out = out[:-1]
+    return out
+
+
+def _auto_depth(search) -> int:
+    """The number of levels the text asks for: one more while the coarsest level searched so far
+    (unconstrained, at the next scale up) has more than ``TREE_FANOUT`` segments."""
+    levels = 1
+    count = len(search(1.0, (), leaves=False).cuts) + 1
+    while levels < TREE_MAX_DEPTH and count > TREE_FANOUT:
+        levels += 1
+        count = len(search(TREE_SCALE ** (levels - 1), (), leaves=False).cuts) + 1
+    return levels
+
+
+__all__ = ("TREE_FANOUT", "TREE_MAX_DEPTH", "TREE_SCALE", "TreeLevel", "tree_levels")
