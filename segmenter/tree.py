@@ -15,13 +15,13 @@ of that bound.
 
 Depth: ``depth`` fixes ``L``; by default the text decides: levels are added above the leaves while
 the coarsest one has more than ``TREE_FANOUT`` segments, up to ``TREE_MAX_DEPTH``, and a level that
-adds no boundary to its parent's is dropped (no node has a single child).  In Markdown the heading
-levels anchor the tree's levels: at level ``d`` a heading of the ``d``-th highest level present opens
-a segment as strongly as the structure prior makes a top heading open one.
+adds no boundary to its parent's is dropped (no node has a single child).  Not yet done: Markdown
+heading levels anchoring the tree's levels (the structure prior's heading bonuses apply at every
+level alike).
 
 Source: the top-down scheme is the divisive one of TreeSeg (Gklezakos et al., arXiv 2407.12028),
 with the exact penalised optimum (Jackson et al. 2005) at each level instead of a greedy split.
-docs/segmenter.md, "A tree of segments", has the measurements.
+``benchmarks/tree.py`` scores the levels against two-level references.
 """
 
 from __future__ import annotations
