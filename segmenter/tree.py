@@ -19,7 +19,7 @@ adds no boundary to its parent's is dropped (no node has a single child).  Not y
 heading levels anchoring the tree's levels (the structure prior's heading bonuses apply at every
 level alike).
 
-Source: the top-down scheme is the divisive one of TreeSeg (Gklezakos et al., arXiv 2407.12028),
+Source: the top-down scheme is the divisive one of TreeSeg (arXiv 2407.12028),
 with the exact penalised optimum (Jackson et al. 2005) at each level instead of a greedy split.
 ``benchmarks/tree.py`` scores the levels against two-level references.
 """
