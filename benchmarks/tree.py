@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -39,28 +40,20 @@ def load(name: str, coarse_level: int):
 
 
 def cache(seg, name: str, docs, folder: Path) -> list[dict]:
-    """Per document: its unit spans, unit tokens and unit vectors (computed once, then read)."""
-    from headseg.analysis.text import tokenize
-    from headseg.analysis.writing import atomic_save_npz
-    from headseg.segmenter.encode import unit_token_ranges
+    """Per document: its unit spans, unit tokens and unit vectors (``topic_cache.py``'s cache, computed once)."""
+    from topic_cache import cache_dataset
 
     path = folder / f"{name}.npz"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        arrays = {}
-        for i, d in enumerate(docs):
-            tok = tokenize(d.text, seg.loaded.tokenizer)
-            units = seg.units(d.text, doc=tok)
-            x = seg.unit_vectors(tok, units)
-            r = unit_token_ranges(tok, units)
-            arrays[f"x{i}"] = x.astype(np.float32)
-            arrays[f"u{i}"] = np.asarray(units, np.int64)
-            arrays[f"t{i}"] = (r[:, 1] - r[:, 0]).astype(np.int64)
-            print(f"  {name}: {i + 1}/{len(docs)}", file=sys.stderr, flush=True)
-        atomic_save_npz(path, **arrays)
+        cache_dataset(seg, DATA / name, path, None)
     z = np.load(path)
-    return [{"x": z[f"x{i}"].astype(np.float64), "units": [tuple(map(int, u)) for u in z[f"u{i}"]],
-             "tokens": z[f"t{i}"]} for i in range(len(docs))]
+    out = []
+    for i, d in enumerate(docs):
+        starts = [int(a) for a in z[f"u{i}"]]
+        out.append({"x": z[f"x{i}"].astype(np.float64), "units": list(zip(starts, starts[1:] + [len(d.text)])),
+                    "tokens": z[f"t{i}"]})
+    return out
 
 
 def scores(doc, chars) -> tuple[float, float, int]:

@@ -75,14 +75,19 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
         return [TreeLevel((), ())]
     coarse_opts = replace(opts, level="topic", max_chars=None, min_chars=None, max_tokens=None,
                           target_tokens=None, overlap=None, segments=None)
+    leaf_opts = replace(opts, level="topic", segments=None, overlap=None)
+    # the automatic depth's last search is the top level's own (same scale, nothing required)
+    done: dict[tuple, TreeLevel] = {}
 
     def search(level_scale: float, required: Sequence[int], leaves: bool) -> TreeLevel:
-        p = replace(params, scale=params.scale * level_scale,
-                    max_units=min(len(units), int(round(params.max_units * level_scale))))
-        o = replace(opts, level="topic", segments=None, overlap=None) if leaves else coarse_opts
-        cuts, scores = document_boundaries(x, text, units, tokens, measure, o, p, structure=structure,
-                                           required=required)
-        return TreeLevel(tuple(int(c) for c in cuts), tuple(float(s) for s in scores))
+        key = (level_scale, tuple(required), leaves)
+        if key not in done:
+            p = replace(params, scale=params.scale * level_scale,
+                        max_units=min(len(units), int(round(params.max_units * level_scale))))
+            cuts, scores = document_boundaries(x, text, units, tokens, measure, leaf_opts if leaves else coarse_opts,
+                                               p, structure=structure, required=required)
+            done[key] = TreeLevel(tuple(int(c) for c in cuts), tuple(float(s) for s in scores))
+        return done[key]
 
     levels = depth if depth is not None else _auto_depth(search)
     out: list[TreeLevel] = []
@@ -95,8 +100,6 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
         required = level.cuts
     if len(out) > 1 and not out[0].cuts:
         out = out[1:]  # the document's one child: not a level
-    if len(out) > 1 and out[-1].cuts == out[-2].cuts:
-        out = out[:-1]
     return out
 
 
