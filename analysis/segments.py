@@ -1,6 +1,16 @@
-"""The segmentation result type: segments with exact character offsets.
+"""The segmentation result type: segments with exact character offsets, and the nodes of a segment tree.
 
-Invariant: segments tile the text, so ``"".join(s.text for s in seg) == seg.text``.
+Invariant: segments tile the text, so ``"".join(s.text for s in seg) == seg.text``.  A segment tree
+(``level="tree"``) also has its :class:`Node` list: the children of every node tile it, the nodes
+of depth 1 tile the text, and the nodes without children are the segments, in order.
+
+The records (:data:`RECORD_FIELDS`, one per node; a flat segmentation is a tree of depth 1):
+``document``; ``id``, the node's number in the document in pre-order (a parent before its
+children); ``parent``, its parent's ``id`` (None at depth 1, under the document); ``depth`` (1 for
+the document's children); ``index``, its number among the segments (the leaves), None for a
+node that has children; ``start``, ``end``, ``text`` (``text[start:end]``), ``score`` (the
+strength of the boundary that opens it, at its own depth; 0 at the text's start), ``token_count`` and
+``headings`` as :class:`Segment`'s.
 """
 
 from __future__ import annotations
@@ -13,7 +23,9 @@ from .errors import HeadsegError
 
 
 #: the fields of one segment record (:meth:`Segmentation.to_records`), in output order
-RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count", "headings")
+RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count", "headings",
+                 "id", "parent", "depth")
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -40,14 +52,67 @@ class Segment:
                 "token_count": self.token_count, "headings": list(self.headings)}
 
 
+@dataclass(frozen=True)
+class Node:
+    """One node of a segment tree: the span ``[start, end)`` at ``depth`` (1: a child of the document),
+    under node ``parent`` (None at depth 1); ``id`` is its position in pre-order.  ``score``,
+    ``token_count`` and ``headings`` as :class:`Segment`'s, ``score`` at the node's own depth."""
+
+    id: int
+    parent: int | None
+    depth: int
+    start: int
+    end: int
+    score: float = 0.0
+    token_count: int | None = None
+    headings: tuple[str, ...] = ()
+
+
+def check_tree(text: str, segments: Sequence[Segment], nodes: Sequence[Node]) -> None:
+    """Raise :class:`HeadsegError` unless ``nodes`` are a segment tree of ``text`` whose leaves are
+    ``segments``: ids 0..n−1 in pre-order, each parent before its children one depth up, the
+    children of every node (the document's: depth 1) tiling it, the childless nodes the segments."""
+    children: dict[int | None, list[Node]] = {None: []}
+    for i, n in enumerate(nodes):
+        if n.id != i:
+            raise HeadsegError(f"tree node {i} has id {n.id}: ids are the pre-order positions")
+        if n.parent is None:
+            if n.depth != 1:
+                raise HeadsegError(f"tree node {i} has no parent but depth {n.depth}")
+        elif not 0 <= n.parent < i or nodes[n.parent].depth != n.depth - 1:
+            raise HeadsegError(f"tree node {i}: parent {n.parent} is not a node one depth up before it")
+        if n.end <= n.start:
+            raise HeadsegError(f"tree node {i} is empty ({n.start}..{n.end})")
+        children.setdefault(n.parent, []).append(n)
+        children.setdefault(n.id, [])
+    for pid, kids in children.items():
+        lo, hi = (0, len(text)) if pid is None else (nodes[pid].start, nodes[pid].end)
+        if not kids:
+            continue
+        if len(kids) == 1 and pid is not None:
+            raise HeadsegError(f"tree node {pid} has a single child")
+        pos = lo
+        for k in kids:
+            if k.start != pos:
+                raise HeadsegError(f"the children of tree node {pid} do not tile it at offset {pos}")
+            pos = k.end
+        if pos != hi:
+            raise HeadsegError(f"the children of tree node {pid} end at {pos}, the node at {hi}")
+    leaves = [(n.start, n.end) for n in nodes if not children[n.id]]
+    if leaves != [(s.start, s.end) for s in segments]:
+        raise HeadsegError("the tree's leaves are not the segments")
+
+
 @dataclass
 class Segmentation:
-    """An ordered list of segments covering ``text`` exactly."""
+    """An ordered list of segments covering ``text`` exactly; for a segment tree, also its nodes
+    (pre-order, :class:`Node`; empty for a flat segmentation), checked by :func:`check_tree`."""
 
     text: str
     segments: list[Segment]
     level: str = "topic"
     meta: dict = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
 
     def __post_init__(self):
         pos = 0
@@ -57,6 +122,15 @@ class Segmentation:
             pos = s.end
         if pos != len(self.text):
             raise HeadsegError(f"segments end at {pos}, the text at {len(self.text)}")
+        if self.nodes:
+            check_tree(self.text, self.segments, self.nodes)
+
+    def tree_nodes(self) -> list[Node]:
+        """The nodes of the tree, pre-order; a flat segmentation's are its segments at depth 1."""
+        if self.nodes:
+            return list(self.nodes)
+        return [Node(i, None, 1, s.start, s.end, s.score, s.token_count, s.headings)
+                for i, s in enumerate(self.segments)]
 
     def __iter__(self) -> Iterator[Segment]:
         return iter(self.segments)
@@ -71,24 +145,46 @@ class Segmentation:
         """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
 
         ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
-        "token_count", "headings"}]}``; scores are rounded to 6 decimals.  ``document`` defaults
-        to the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
+        "token_count", "headings", "id", "parent", "depth"}]}`` (the module's record fields; for a
+        tree the segments are its leaves), and for a segment tree ``"tree"``: the document's
+        children, each node ``{"id", "start", "end", "score", "text", "token_count", "headings",
+        "depth", "children": [...]}``.  Scores are rounded to 6 decimals.  ``document`` defaults to
+        the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
         for a record or an ``(id, text)`` pair).
         """
-        return {
+        rows = self._rows()
+        out = {
             "document": self.meta.get("document") if document is None else document,
             "level": self.level,
-            "segments": [
-                {"index": i, "start": s.start, "end": s.end, "score": round(s.score, 6), "text": s.text,
-                 "token_count": s.token_count, "headings": list(s.headings)}
-                for i, s in enumerate(self.segments)
-            ],
+            "segments": [r for r in rows if r["index"] is not None],
         }
+        if self.nodes or self.level == "tree":
+            kids: dict[int | None, list[dict]] = {}
+            for r in rows:
+                node = {k: r[k] for k in ("id", "start", "end", "score", "text", "token_count", "headings", "depth")}
+                node["children"] = kids.setdefault(r["id"], [])
+                kids.setdefault(r["parent"], []).append(node)
+            out["tree"] = kids.get(None, [])
+        return out
+
+    def _rows(self) -> list[dict]:
+        """The records of :data:`RECORD_FIELDS` without ``document``, one per node, pre-order."""
+        nodes = self.tree_nodes()
+        inner = {n.parent for n in nodes}
+        rows, leaf = [], 0
+        for n in nodes:
+            index = None if n.id in inner else leaf
+            leaf += index is not None
+            rows.append({"index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
+                         "text": self.text[n.start:n.end], "token_count": n.token_count,
+                         "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth})
+        return rows
 
     def to_records(self, document: str | None = None) -> list[dict]:
-        """One flat record per segment (``--format jsonl``): :meth:`to_dict`'s segments with ``document`` in each."""
-        doc = self.to_dict(document)
-        return [{"document": doc["document"], **r} for r in doc["segments"]]
+        """One flat record per node, pre-order (``--format jsonl``, Parquet): :data:`RECORD_FIELDS`;
+        a flat segmentation's nodes are its segments."""
+        doc = document if document is not None else self.meta.get("document")
+        return [{"document": doc, **r} for r in self._rows()]
 
     def to_json(self, document: str | None = None, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""
@@ -103,9 +199,18 @@ class Segmentation:
             segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
                             tuple(str(h) for h in (r.get("headings") or ()))) for r in items]
             level = record.get("level", "topic")
+            nodes: list[Node] = []
+
+            def walk(items: list, parent: int | None, depth: int) -> None:
+                for r in items:
+                    nodes.append(Node(len(nodes), parent, depth, int(r["start"]), int(r["end"]), float(r["score"]),
+                                      r.get("token_count"), tuple(str(h) for h in (r.get("headings") or ()))))
+                    walk(r.get("children") or [], nodes[-1].id, depth + 1)
+
+            walk(record.get("tree") or [], None, 1)
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not a segmentation record: {type(exc).__name__}: {exc}") from None
-        return cls(text=text, segments=segs, level=level)
+        return cls(text=text, segments=segs, level=level, nodes=nodes)
 
     @property
     def boundaries(self) -> list[int]:

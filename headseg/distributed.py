@@ -64,7 +64,10 @@ class SegmentActor:
                                               errors="yield")
         for (doc_id, _), res in zip(items, results):
             if isinstance(res, DocumentError):
-                for k, v in zip(cols, (doc_id or "?", -1, -1, -1, 0.0, "", None, [], res.reason)):
+                failed = {"document": doc_id or "?", "index": -1, "start": -1, "end": -1, "score": 0.0,
+                          "text": "", "token_count": None, "headings": [], "id": -1, "parent": None, "depth": 0,
+                          "error": res.reason}
+                for k, v in failed.items():
                     cols[k].append(v)
                 continue
             for rec in res.to_records(doc_id):

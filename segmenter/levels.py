@@ -8,7 +8,7 @@ the unit vectors (``search``: the model runs) and which options it takes
 (``segments``, ``overlap``); the options' validation, the command line's
 ``--level`` choices, the HTTP schema and the adapters read the names from
 :func:`level_names`, so a new level is its strategy and nothing else.  The
-registry's order is the order users see: ``topic`` (the default), ``unit``.
+registry's order is the order users see: ``topic`` (the default), ``unit``, ``tree``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .encode import unit_token_ranges
 from .limits import TokenMeasure, overlap_chunks
 from .structure import Structure
 from .topics import TopicParams, document_boundaries
+from .tree import tree_levels, tree_nodes
 
 if TYPE_CHECKING:  # read, never built, here (options.py validates levels)
     from .options import SegmentOptions
@@ -44,13 +45,14 @@ class Prepared:
     structure: Structure | None = None
 
     def finish(self, result: Segmentation) -> Segmentation:
-        """``result`` with every segment's ``token_count`` and ``headings`` (the heading path above
-        its start; empty in plain text) filled in."""
+        """``result`` with every segment's (and tree node's) ``token_count`` and ``headings`` (the
+        heading path above its start; empty in plain text) filled in."""
         result = self.measure.counted(result)
         if self.structure is None:
             return result
-        segs = [replace(s, headings=tuple(self.structure.heading_path(s.start))) for s in result.segments]
-        return Segmentation(text=result.text, segments=segs, level=result.level, meta=result.meta)
+        path = self.structure.heading_path
+        return replace(result, segments=[replace(s, headings=tuple(path(s.start))) for s in result.segments],
+                       nodes=[replace(n, headings=tuple(path(n.start))) for n in result.nodes])
 
 
 @dataclass(frozen=True)
@@ -79,13 +81,15 @@ class Level:
     segments: bool
     #: takes ``SegmentOptions.overlap`` (overlapped chunks in ``meta["chunks"]``)
     overlap: bool
+    #: takes ``SegmentOptions.depth`` (the levels of a segment tree)
+    depth: bool = False
 
 
 _REGISTRY: dict[str, Level] = {}
 
 
 def register_level(name: str, help: str, *, search: bool, segments: bool = False,
-                   overlap: bool = False) -> Callable[[Strategy], Strategy]:
+                   overlap: bool = False, depth: bool = False) -> Callable[[Strategy], Strategy]:
     """Decorator: register the decorated strategy as level ``name`` (refuses a name already taken)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise HeadsegError(f"a level name must be an identifier (got {name!r})")
@@ -93,7 +97,7 @@ def register_level(name: str, help: str, *, search: bool, segments: bool = False
         raise HeadsegError(f"level '{name}' is already registered")
 
     def decorate(strategy: Strategy) -> Strategy:
-        _REGISTRY[name] = Level(name, help, strategy, bool(search), bool(segments), bool(overlap))
+        _REGISTRY[name] = Level(name, help, strategy, bool(search), bool(segments), bool(overlap), bool(depth))
         return strategy
 
     return decorate
@@ -152,6 +156,20 @@ def unit_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: L
     return d.finish(Segmentation.from_boundaries(
         d.text, [a for a, _ in d.units[1:]], [1.0] * (len(d.units) - 1), level="unit",
         meta={"units": len(d.units)}))
+
+
+@register_level("tree", "topic segments within topic segments, the leaves within the limits "
+                        "(--depth N levels; default: the text decides)", search=True, depth=True)
+def tree_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: LevelContext) -> Segmentation:
+    """A segment tree from the unit vectors ``x [U, D]`` (:mod:`~headseg.segmenter.tree`): the
+    segments are its leaves, ``nodes`` the whole tree."""
+    r = unit_token_ranges(d.doc, d.units)
+    levels = tree_levels(x, d.text, d.units, r[:, 1] - r[:, 0], d.measure, opts, ctx.params,
+                         structure=d.structure, depth=opts.depth)
+    cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
+    flat = Segmentation.from_boundaries(d.text, cuts, scores, level="tree",
+                                        meta={"units": len(d.units), "profile": ctx.profile_hash})
+    return d.finish(replace(flat, nodes=nodes))
 
 
 __all__: Sequence[str] = ("Level", "LevelContext", "Prepared", "get_level", "level_help", "level_names",

@@ -115,9 +115,9 @@ class TokenMeasure:
         return sizes, float(max_tokens - overhead)
 
     def counted(self, result: Segmentation) -> Segmentation:
-        """``result`` with every segment's ``token_count`` filled in."""
-        segs = [replace(s, token_count=self.span(s.start, s.end)) for s in result.segments]
-        return Segmentation(text=result.text, segments=segs, level=result.level, meta=result.meta)
+        """``result`` with every segment's (and tree node's) ``token_count`` filled in."""
+        return replace(result, segments=[replace(s, token_count=self.span(s.start, s.end)) for s in result.segments],
+                       nodes=[replace(n, token_count=self.span(n.start, n.end)) for n in result.nodes])
 
 
 class TwoLimitCost(SegmentCost):

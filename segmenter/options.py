@@ -36,6 +36,9 @@ TARGET_FRACTION = 0.6
 #: overflow the search's float sums
 MAX_PENALTY = 1e6
 
+#: the most levels ``depth`` takes (a segment tree deeper than this has nodes of a few units)
+MAX_DEPTH = 8
+
 #: the largest size or count taken (2**53: exact as a float, which the search's sums are); beyond it an
 #: integer from JSON (any length) would overflow there
 MAX_COUNT = 2 ** 53
@@ -59,6 +62,10 @@ class SegmentOptions:
     #: exactly this many topic segments per document (None: chosen automatically)
     segments: int | None = field(default=None, metadata=_flag(
         "--segments", "exactly N segments per document", type=int, metavar="N"))
+    #: levels of a segment tree below the document (``level="tree"``; None: the text decides)
+    depth: int | None = field(default=None, metadata=_flag(
+        "--depth", "levels of the segment tree below the document (--level tree; default: the text decides)",
+        type=int, metavar="N"))
     #: avoid segments shorter than this many characters
     min_chars: int | None = field(default=None, metadata=_flag(
         "--min-chars", "avoid segments shorter than this", type=int))
@@ -170,6 +177,13 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
         # a number of segments means topic segments; units are as many as the text has
         raise InputError(f"{label('segments')} goes with {label('level')} "
                          f"{', '.join(n for n in names if get_level(n).segments)}, not {level}")
+    depth = values.get("depth")
+    if depth is not None:
+        if not is_integer(depth) or not 1 <= depth <= MAX_DEPTH:
+            raise InputError(f"{label('depth')} must be an integer from 1 to {MAX_DEPTH} (got {_shown(depth)})")
+        if not strategy.depth:
+            raise InputError(f"{label('depth')} goes with {label('level')} "
+                             f"{', '.join(n for n in names if get_level(n).depth)}, not {level}")
     lo, hi = values.get("min_chars"), values.get("max_chars")
     if hi is not None and lo is not None and lo > hi:
         raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")
@@ -234,7 +248,7 @@ def option_schema(names: Sequence[str] | None = None) -> dict[str, dict[str, Any
 
     effective = {"level": SegmentOptions.level, "structure": SegmentOptions.structure,
                  "penalty": TopicParams.penalty}
-    bounds = {"overlap": (0, MAX_COUNT), "penalty": (0, MAX_PENALTY)}
+    bounds = {"overlap": (0, MAX_COUNT), "penalty": (0, MAX_PENALTY), "depth": (1, MAX_DEPTH)}
     out: dict[str, dict[str, Any]] = {}
     for f in fields(SegmentOptions):
         if "cli" not in f.metadata or (names is not None and f.name not in names):

@@ -124,8 +124,9 @@ def _json_output(path, head: bytes) -> bool:
     return _JSON_START.match(head) is not None
 
 
-#: the record layouts headseg has written: today's, and the one before ``headings`` (issue 34)
-_OUR_FIELDS = (RECORD_FIELDS, tuple(f for f in RECORD_FIELDS if f != "headings"))
+#: the record layouts headseg has written: today's, the one before the tree's ``id``/``parent``/``depth``
+#: (issue 36), and the one before ``headings`` (issue 34)
+_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:8], RECORD_FIELDS[:7])
 
 
 def _jsonl_output(path, head: bytes) -> bool:
@@ -152,7 +153,7 @@ def _text_sink(t: SinkTarget) -> Sink:
     return StreamSink("text", t.single, t.out)
 
 
-@register_format("jsonl", "one record per segment; with --out appended batch by batch with a journal "
+@register_format("jsonl", "one record per segment (per tree node with --level tree); with --out appended batch by batch with a journal "
                           "(--resume)", recognise=_jsonl_output, records=True, journaled=True)
 def _jsonl_sink(t: SinkTarget) -> Sink:
     if t.out is not None and t.settings is not None:
@@ -166,7 +167,7 @@ def _json_sink(t: SinkTarget) -> Sink:
     return StreamSink("json", t.single, t.out)
 
 
-@register_format("parquet", "one row per segment (needs --out and pyarrow)", recognise=_parquet_output,
+@register_format("parquet", "one row per segment or tree node (needs --out and pyarrow)", recognise=_parquet_output,
                  needs_file=True, records=True)
 def _parquet_sink(t: SinkTarget) -> Sink:
     if t.out is None:

@@ -60,6 +60,23 @@ def batch_records(docs: Sequence[Doc]) -> list[dict]:
     return [r for _, doc_id, seg in docs for r in records(doc_id, seg)]
 
 
+def tree_paths(seg: Segmentation) -> list[str]:
+    """For a segment tree, each leaf's place in it as "2.1.3" (child numbers from the document down);
+    empty for a flat segmentation."""
+    if not seg.nodes:
+        return []
+    path: dict[int | None, str] = {None: ""}
+    count: dict[int | None, int] = {}
+    inner = {n.parent for n in seg.nodes}
+    out = []
+    for n in seg.nodes:
+        count[n.parent] = count.get(n.parent, 0) + 1
+        path[n.id] = f"{path[n.parent]}.{count[n.parent]}".lstrip(".")
+        if n.id not in inner:
+            out.append(path[n.id])
+    return out
+
+
 def jsonl(rows: Sequence[dict]) -> str:
     """``rows`` as JSON lines (non-ASCII kept as is)."""
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
@@ -104,8 +121,11 @@ class StreamSink:
             else:
                 if not self.single:
                     parts.append(f"##### {doc_id}\n")
+                paths = tree_paths(seg)
                 for i, s in enumerate(seg):
-                    parts.append(f"----- segment {i + 1}/{len(seg)}  chars {s.start}-{s.end}  score {s.score:.3f} -----\n")
+                    where = f"  node {paths[i]}" if paths else ""
+                    parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
+                                 f"score {s.score:.3f} -----\n")
                     parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
             self.count += 1
         self._write("".join(parts))

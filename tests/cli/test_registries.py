@@ -50,7 +50,7 @@ def _choices(command: str, flag: str) -> list[str]:
 
 
 def test_a_registered_level_is_offered_validated_and_served(pairs_level, model_dir, tmp_path, capsys):
-    assert _choices("segment", "--level") == ["topic", "unit", "pairs"]
+    assert _choices("segment", "--level") == ["topic", "unit", "tree", "pairs"]
     assert SegmentOptions(level="pairs").level == "pairs"
     # what the level does not take is refused by the options, naming the levels that take it
     with pytest.raises(InputError, match="--segments goes with --level topic, not pairs"):
@@ -66,7 +66,7 @@ def test_a_registered_level_is_offered_validated_and_served(pairs_level, model_d
 
 def test_an_unregistered_level_is_refused(model_dir):
     assert "pairs" not in levels.level_names()
-    with pytest.raises(InputError, match="level must be one of topic, unit"):
+    with pytest.raises(InputError, match="level must be one of topic, unit, tree"):
         SegmentOptions(level="pairs")
     with pytest.raises(SystemExit) as exit_:  # argparse's own refusal of a choice it does not offer
         main(["segment", TEXT, "--level", "pairs"])

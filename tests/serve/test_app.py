@@ -213,11 +213,13 @@ def test_request_schema_and_page_form_are_made_from_the_options(client):
     for name, spec in props.items():
         if spec.get("type") == "integer" and name in HTTP_OPTIONS:
             lo, hi = int(spec["minimum"]), int(spec["maximum"])  # OpenAPI's JSON writes bounds as floats
-            SegmentOptions.of({name: lo})
-            SegmentOptions.of({name: hi})
+            # an option that goes with one level (depth: tree) is checked with that level
+            taker = {"depth": {"level": "tree"}}.get(name, {})
+            SegmentOptions.of({**taker, name: lo})
+            SegmentOptions.of({**taker, name: hi})
             for bad in (lo - 1, hi + 1):
                 with pytest.raises(Exception, match=name):
-                    SegmentOptions.of({name: bad})
+                    SegmentOptions.of({**taker, name: bad})
     with pytest.raises(Exception, match="penalty"):
         SegmentOptions.of({"penalty": props["penalty"]["maximum"] * 2})
     page = client.get("/").text

@@ -1,0 +1,171 @@
+"""The segment tree as a level (issue 36): nodes built from nested levels, tiling at every depth,
+coarse boundaries at every finer depth, limits on the leaves, the records' parent links, round trips."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.segments import Node, Segment, Segmentation, check_tree
+from headseg.api import Segmenter
+from headseg.segmenter.options import MAX_DEPTH, SegmentOptions
+from headseg.segmenter.tree import TreeLevel, tree_nodes
+
+TOPICS = [
+    "The committee met on Monday. It approved the budget after a long debate. Members argued about taxes.",
+    "Rain fell all night. The river rose quickly over its banks. Farmers moved their cattle to the hills.",
+    "The orchestra tuned its instruments. The violins began a slow melody. The audience listened in silence.",
+    "Engineers tested the new bridge. Trucks crossed it one by one. Sensors measured every small movement.",
+]
+TEXT = "\n\n".join(" ".join([t] * 2) for t in TOPICS * 3)
+
+
+@pytest.fixture(scope="module")
+def seg(tiny_bert):
+    return Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
+
+
+def test_nodes_of_nested_levels_by_hand():
+    units = [(i, i + 1) for i in range(10)]  # ten one-character units of a ten-character text
+    levels = [TreeLevel((4,), (0.9,)), TreeLevel((2, 4, 7), (0.2, 0.5, 0.3))]
+    cuts, scores, nodes = tree_nodes(levels, units, 10)
+    assert cuts == [2, 4, 7] and scores == [0.2, 0.5, 0.3]
+    assert [(n.id, n.parent, n.depth, n.start, n.end, n.score) for n in nodes] == [
+        (0, None, 1, 0, 4, 0.0), (1, 0, 2, 0, 2, 0.0), (2, 0, 2, 2, 4, 0.2),
+        (3, None, 1, 4, 10, 0.9), (4, 3, 2, 4, 7, 0.5), (5, 3, 2, 7, 10, 0.3)]
+
+
+def test_a_node_no_finer_level_cuts_is_a_leaf_and_a_level_is_skipped_where_it_adds_nothing():
+    units = [(i, i + 1) for i in range(9)]
+    levels = [TreeLevel((3,), (1.0,)), TreeLevel((3, 6), (0.4, 0.6)), TreeLevel((1, 3, 6), (0.1, 0.4, 0.6))]
+    cuts, _, nodes = tree_nodes(levels, units, 9)
+    assert cuts == [1, 3, 6]
+    # [0, 3) is cut only by the third level: its children come from there, one depth down
+    assert [(n.parent, n.depth, n.start, n.end) for n in nodes] == [
+        (None, 1, 0, 3), (0, 2, 0, 1), (0, 2, 1, 3), (None, 1, 3, 9), (3, 2, 3, 6), (3, 2, 6, 9)]
+    text = "abcdefghi"
+    leaves = Segmentation.from_boundaries(text, cuts, level="tree")
+    check_tree(text, leaves.segments, nodes)
+
+
+def test_no_cut_at_any_level_is_one_node():
+    cuts, _, nodes = tree_nodes([TreeLevel((), ())], [(0, 5)], 5)
+    assert cuts == [] and nodes == [Node(0, None, 1, 0, 5, 0.0)]
+
+
+def test_check_tree_refuses_what_is_not_a_tree():
+    text = "abcdef"
+    segs = Segmentation.from_boundaries(text, [3]).segments
+    with pytest.raises(HeadsegError, match="single child"):
+        check_tree(text, segs, [Node(0, None, 1, 0, 3), Node(1, 0, 2, 0, 3), Node(2, None, 1, 3, 6)])
+    with pytest.raises(HeadsegError, match="tile"):
+        check_tree(text, segs, [Node(0, None, 1, 0, 2), Node(1, None, 1, 3, 6)])
+    with pytest.raises(HeadsegError, match="leaves"):
+        check_tree(text, [Segment(0, 6, text)], [Node(0, None, 1, 0, 3), Node(1, None, 1, 3, 6)])
+    with pytest.raises(HeadsegError, match="parent"):
+        check_tree(text, segs, [Node(0, None, 1, 0, 3), Node(1, None, 1, 3, 6), Node(2, 0, 3, 0, 1)])
+
+
+def _children(nodes):
+    kids: dict = {}
+    for n in nodes:
+        kids.setdefault(n.parent, []).append(n)
+    return kids
+
+
+@pytest.mark.parametrize("kw", [{"depth": 2}, {"depth": 3, "max_tokens": 40}, {}])
+def test_tree_through_the_api_tiles_nests_and_limits(seg, kw):
+    r = seg.segment(TEXT, level="tree", **kw)
+    assert r.level == "tree" and r.nodes
+    kids = _children(r.nodes)
+    # every node is tiled by its children, the document by the depth-1 nodes, recomputed here
+    assert "".join(TEXT[n.start:n.end] for n in kids[None]) == TEXT
+    for n in r.nodes:
+        if n.id in kids:
+            assert "".join(TEXT[k.start:k.end] for k in kids[n.id]) == TEXT[n.start:n.end]
+            assert len(kids[n.id]) > 1
+    # a boundary at a coarse depth is a boundary of the leaves
+    assert {n.start for n in r.nodes} == {s.start for s in r.segments}
+    if "depth" in kw:
+        assert max(n.depth for n in r.nodes) <= kw["depth"]
+    if "max_tokens" in kw:
+        for s in r.segments:
+            assert s.token_count <= kw["max_tokens"]
+    for n in r.nodes:
+        assert n.token_count is not None
+
+
+def test_records_link_parents_and_round_trip(seg):
+    r = seg.segment(TEXT, level="tree", depth=2, max_tokens=40)
+    rows = r.to_records("d")
+    assert len(rows) == len(r.nodes)
+    by_id = {row["id"]: row for row in rows}
+    leaves = [row for row in rows if row["index"] is not None]
+    assert [row["index"] for row in leaves] == list(range(len(r.segments)))
+    assert [(row["start"], row["end"]) for row in leaves] == [(s.start, s.end) for s in r.segments]
+    for row in rows:
+        assert row["text"] == TEXT[row["start"]:row["end"]] and row["document"] == "d"
+        if row["parent"] is None:
+            assert row["depth"] == 1
+        else:
+            parent = by_id[row["parent"]]
+            assert parent["depth"] == row["depth"] - 1 and parent["index"] is None
+            assert parent["start"] <= row["start"] < row["end"] <= parent["end"]
+    record = json.loads(r.to_json("d"))
+    back = Segmentation.from_dict(record)
+    assert back.to_dict("d") == record and [(n.start, n.end, n.depth) for n in back.nodes] == \
+        [(n.start, n.end, n.depth) for n in r.nodes]
+
+
+def test_flat_records_are_a_tree_of_depth_one(seg):
+    r = seg.segment(TEXT)
+    rows = r.to_records("d")
+    assert [(row["id"], row["parent"], row["depth"]) for row in rows] == [(i, None, 1) for i in range(len(r))]
+    assert [row["index"] for row in rows] == list(range(len(r)))
+    assert "tree" not in r.to_dict()
+
+
+@pytest.mark.parametrize("values, msg", [
+    ({"depth": 2}, "depth goes with level tree"),
+    ({"level": "tree", "depth": 0}, "depth must be an integer from 1"),
+    ({"level": "tree", "depth": MAX_DEPTH + 1}, "depth must be an integer from 1"),
+    ({"level": "tree", "segments": 3}, "segments goes with level topic"),
+])
+def test_bad_tree_options_are_refused(values, msg):
+    with pytest.raises(InputError, match=msg):
+        SegmentOptions.of(values)
+
+
+PARAGRAPHS = [  # two subjects of three paragraphs each, written for this test
+    "Boil a large pot of salted water for the pasta. Add the spaghetti and stir it so the strands do not stick. "
+    "Cook it for nine minutes until it is firm to the bite. Drain it and keep a cup of the cooking water.",
+    "For the sauce, warm olive oil in a wide pan. Fry sliced garlic until it turns golden. Add crushed tomatoes, "
+    "a pinch of salt and fresh basil. Let the sauce simmer for twenty minutes while it thickens.",
+    "Bread needs flour, water, yeast and salt. Knead the dough for ten minutes until it is smooth. Leave it to "
+    "rise in a warm place for an hour. Bake the loaf in a hot oven until the crust is brown.",
+    "The telescope was pointed at Jupiter after sunset. Its four largest moons appeared as bright points beside "
+    "the planet. The great red spot rotated into view near midnight. Observers sketched the cloud bands by hand.",
+    "Saturn rose later in the night. Its rings were tilted towards the Earth and looked wide open. The moon "
+    "Titan shone faintly to the east. A camera recorded a thousand frames of the planet.",
+    "A comet was discovered in the morning sky. Its tail pointed away from the Sun. Astronomers measured its "
+    "orbit over several nights. It will return to the inner solar system in two hundred years.",
+]
+
+
+@pytest.fixture(scope="module")
+def real():
+    return Segmenter(quiet=True)
+
+
+@pytest.mark.parametrize("kw", [{}, {"depth": 2}])
+def test_the_subjects_are_parents_of_the_paragraphs_the_size_limit_makes(real, kw):
+    text = "\n\n".join(PARAGRAPHS)
+    starts = [text.index(p) for p in PARAGRAPHS] + [len(text)]
+    r = real.segment(text, level="tree", max_tokens=60, **kw)
+    assert [(n.depth, n.start, n.end) for n in r.nodes if n.depth == 1] == [(1, 0, starts[3]), (1, starts[3], len(text))]
+    assert [(s.start, s.end) for s in r.segments] == list(zip(starts, starts[1:]))
+    assert all(n.parent == (0 if n.start < starts[3] else 4) for n in r.nodes if n.depth == 2)
+    # without the limit the flat topics are the paragraphs' parents too, and nothing splits them
+    assert [s.start for s in real.segment(text)] == [0, starts[3]]
