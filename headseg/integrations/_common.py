@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError
@@ -152,3 +152,31 @@ def chunk_segments(result: Segmentation) -> list[Segment]:
         return list(result)
     return [s if a == s.start else replace(s, start=a, end=b, text=result.text[a:b], token_count=None)
             for s, (a, b) in zip(result, spans)]
+
+
+@dataclass(frozen=True)
+class TreeChunk:
+    """One node of a segment tree (``level="tree"``) as the adapters emit it: ``segment`` holds its span,
+    text, score, token count and headings; ``id``/``parent``/``depth`` as in the records
+    (:data:`~headseg.analysis.segments.RECORD_FIELDS`); ``leaf``: it has no children (it is a segment)."""
+
+    segment: Segment
+    id: int
+    parent: int | None
+    depth: int
+    leaf: bool
+    children: tuple[int, ...]
+
+
+def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
+    """The nodes of ``result``'s segment tree in pre-order (a parent before its children), or None
+    for a flat segmentation (its chunks are :func:`chunk_segments`')."""
+    if not result.nodes:
+        return None
+    kids: dict[int, list[int]] = {}
+    for n in result.nodes:
+        if n.parent is not None:
+            kids.setdefault(n.parent, []).append(n.id)
+    return [TreeChunk(Segment(n.start, n.end, result.text[n.start:n.end], n.score, n.token_count, n.headings),
+                      n.id, n.parent, n.depth, n.id not in kids, tuple(kids.get(n.id, ())))
+            for n in result.nodes]

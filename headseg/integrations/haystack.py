@@ -9,7 +9,10 @@
 Each chunk's ``meta`` is a copy of its document's, plus ``source_id`` (the
 document's id), ``split_id`` (its index in the document), ``split_idx_start``
 (its exact character offset) and ``page_number`` (pages split by form feeds),
-as Haystack's own ``DocumentSplitter`` writes them.
+as Haystack's own ``DocumentSplitter`` writes them.  With ``level="tree"`` the
+output is the document and every node of its segment tree, linked as Haystack's
+``HierarchicalDocumentSplitter`` links them (``__parent_id``, ``__children_ids``,
+``__level``), for its ``AutoMergingRetriever``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.options import option_names
 
-from ._common import SegmenterRunner, chunk_segments, page_numbers, refuse_foreign_overlap
+from ._common import SegmenterRunner, TreeChunk, chunk_segments, page_numbers, refuse_foreign_overlap, tree_chunks
 
 __all__ = ["HeadsegDocumentSplitter"]
 
@@ -89,6 +92,10 @@ class HeadsegDocumentSplitter:
         """``{"documents": [...]}``: one Document per segment, with its source, index, offset and page."""
         out = []
         for doc, result in zip(todo, results):
+            tree = tree_chunks(result)
+            if tree is not None:
+                out.extend(_tree_documents(doc, tree))
+                continue
             chunks = chunk_segments(result)
             for i, (s, page) in enumerate(zip(chunks, page_numbers(doc.content, chunks))):
                 meta = deepcopy(doc.meta)
@@ -120,6 +127,30 @@ class HeadsegDocumentSplitter:
     def from_dict(cls, data: dict[str, Any]) -> "HeadsegDocumentSplitter":
         """The splitter :meth:`to_dict` described."""
         return default_from_dict(cls, data)
+
+
+def _tree_documents(doc: Document, tree: list[TreeChunk]) -> list[Document]:
+    """The segment tree of ``doc`` as Haystack's ``HierarchicalDocumentSplitter`` writes one, so its
+    ``AutoMergingRetriever`` takes it: the whole document first (``__level`` 0), then every node in
+    pre-order with ``__parent_id`` (its parent's id), ``__children_ids``, ``__level`` (its depth) and
+    ``__block_size`` (its token count), besides the flat chunks' ``source_id``/``split_id``/... keys."""
+    root = Document(content=doc.content, meta={**deepcopy(doc.meta), "__block_size": 0, "__parent_id": None,
+                                               "__children_ids": [], "__level": 0})
+    made = {None: root}
+    pages = page_numbers(doc.content, [t.segment for t in tree])
+    out = [root]
+    for i, (t, page) in enumerate(zip(tree, pages)):
+        s, parent = t.segment, made[t.parent]
+        meta = deepcopy(doc.meta)
+        meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page,
+                    __parent_id=parent.id, __children_ids=[], __level=t.depth, __block_size=s.token_count or 0)
+        if s.headings:
+            meta["headings"] = list(s.headings)
+        made[t.id] = Document(content=s.text, meta=meta)
+        # the id hashes the meta when the Document is made: children's ids are added after
+        parent.meta["__children_ids"].append(made[t.id].id)
+        out.append(made[t.id])
+    return out
 
 
 def _plain(name: str, value: Any) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import os
+import uuid
 from typing import Any, Callable, Iterable, Sequence
 
 from headseg.analysis.extras import missing_extra
@@ -31,7 +32,7 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.stream import iterable_of
 
-from ._common import SegmenterRunner, chunk_segments, refuse_foreign_overlap
+from ._common import SegmenterRunner, chunk_segments, refuse_foreign_overlap, tree_chunks
 
 __all__ = ["HeadsegTextSplitter"]
 
@@ -50,6 +51,10 @@ class HeadsegTextSplitter(TextSplitter):
     Each chunk keeps a copy of its document's metadata and, with
     ``add_start_index`` (the default), gets ``start_index`` and ``end_index``:
     ``document.page_content[start_index:end_index] == chunk.page_content``.
+    With ``level="tree"`` every node of the segment tree is a Document, parents before their
+    children: each has an ``id`` and ``metadata["parent_id"]`` (its parent's ``id``, None under
+    the document), ``metadata["depth"]`` and ``metadata["leaf"]``; embed the leaves and keep the
+    parents in a docstore by ``id`` (``MultiVectorRetriever(id_key="parent_id")``).
     """
 
     def __init__(self, segmenter: Segmenter | None = None, *, model: str | os.PathLike | None = None,
@@ -97,14 +102,22 @@ class HeadsegTextSplitter(TextSplitter):
         """One Document per segment of each result, with a copy of its text's metadata and the offsets."""
         out = []
         for i, result in enumerate(results):
-            for s in chunk_segments(result):
+            tree = tree_chunks(result)
+            ids: dict[int, str] = {}
+            for j, s in enumerate(chunk_segments(result) if tree is None else [t.segment for t in tree]):
                 meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
                 if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
                     meta["headings"] = list(s.headings)
                 if self._add_start_index:
                     meta["start_index"] = s.start
                     meta["end_index"] = s.end
-                out.append(Document(page_content=s.text, metadata=meta))
+                doc_id = None
+                if tree is not None:  # a segment tree: every node, linked to its parent by id
+                    node = tree[j]
+                    doc_id = ids[node.id] = str(uuid.uuid4())
+                    meta.update(parent_id=None if node.parent is None else ids[node.parent],
+                                depth=node.depth, leaf=node.leaf)
+                out.append(Document(page_content=s.text, metadata=meta, id=doc_id))
         return out
 
 

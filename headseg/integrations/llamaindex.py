@@ -25,7 +25,7 @@ try:
     from llama_index.core.bridge.pydantic import Field, PrivateAttr, create_model
     from llama_index.core.node_parser import NodeParser
     from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-    from llama_index.core.schema import BaseNode, Document, MetadataMode
+    from llama_index.core.schema import BaseNode, Document, MetadataMode, NodeRelationship
     from llama_index.core.utils import get_tqdm_iterable
 except ModuleNotFoundError as exc:  # the framework is the extra's: say which one to install
     raise missing_extra(__name__, "llamaindex", exc) from None
@@ -33,7 +33,7 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
-from ._common import UNPICKLABLE, SegmenterRunner, chunk_segments, refuse_foreign_overlap
+from ._common import UNPICKLABLE, SegmenterRunner, TreeChunk, chunk_segments, refuse_foreign_overlap, tree_chunks
 
 __all__ = ["HeadsegNodeParser"]
 
@@ -71,6 +71,9 @@ class HeadsegNodeParser(_OptionFields):
     :meth:`headseg.Segmenter.segment`), which are fields of the parser too.
     Nodes get ``start_char_idx``/``end_char_idx`` from headseg's offsets, the
     source relationship, and previous/next relationships within a document.
+    With ``level="tree"`` every node of the segment tree is a node, parents first, with the
+    PARENT/CHILD relationships of LlamaIndex's ``HierarchicalNodeParser`` (``get_leaf_nodes``,
+    ``get_root_nodes``, ``AutoMergingRetriever``) and ``metadata["depth"]``.
     """
 
     model: Optional[str] = Field(default=None, description="model directory or cached name (default: embedded)")
@@ -144,13 +147,16 @@ class HeadsegNodeParser(_OptionFields):
         """The child nodes of each node's segments, with headseg's offsets."""
         out: List[BaseNode] = []
         for node, result in get_tqdm_iterable(list(zip(nodes, results)), show_progress, "Parsing nodes"):
-            chunks = chunk_segments(result)
+            tree = tree_chunks(result)
+            chunks = chunk_segments(result) if tree is None else [t.segment for t in tree]
             children = build_nodes_from_splits([s.text for s in chunks], node, id_func=self.id_func)
             for child, s in zip(children, chunks):
                 child.start_char_idx = s.start
                 child.end_char_idx = s.end
                 if s.headings:  # the heading path above it (Markdown; plain text has none)
                     child.metadata["headings"] = list(s.headings)
+            if tree is not None:
+                _link_tree(children, tree)
             out.extend(children)
         return out
 
@@ -162,10 +168,50 @@ class HeadsegNodeParser(_OptionFields):
         nodes = super()._postprocess_parsed_nodes(nodes, parent_doc_map)
         for n, (a, b) in zip(nodes, offsets):
             n.start_char_idx, n.end_char_idx = a, b
+        _chain_tree_levels(nodes)
         return nodes
 
 
 _RUNNER_FIELDS = frozenset((*option_names(), "model", "profile", "backend", "device"))
+
+
+def _link_tree(nodes: List[BaseNode], tree: list[TreeChunk]) -> None:
+    """PARENT/CHILD relationships between ``nodes``, one per node of ``tree`` (pre-order), as LlamaIndex's
+    ``HierarchicalNodeParser`` sets them (so ``get_leaf_nodes``, ``get_root_nodes`` and
+    ``AutoMergingRetriever`` take them), and each node's ``depth`` in its metadata (not embedded)."""
+    for node, t in zip(nodes, tree):
+        node.metadata["depth"] = t.depth
+        for keys in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+            if "depth" not in keys:
+                keys.append("depth")
+        if t.parent is not None:
+            parent = nodes[t.parent]
+            node.relationships[NodeRelationship.PARENT] = parent.as_related_node_info()
+            parent.relationships[NodeRelationship.CHILD] = [
+                *(parent.relationships.get(NodeRelationship.CHILD) or []), node.as_related_node_info()]
+
+
+def _chain_tree_levels(nodes: List[BaseNode]) -> None:
+    """PREVIOUS/NEXT within each segment tree: the base class links consecutive nodes of a source,
+    which in pre-order joins a parent to its own first child; here the leaves are linked in reading
+    order, and the inner nodes of each depth among themselves.  A source is a tree when one of its
+    nodes has a parent (a one-level tree is its leaves, which the base class links right)."""
+    def source(n: BaseNode) -> str | None:
+        return n.source_node.node_id if n.source_node is not None else None
+
+    trees = {source(n) for n in nodes if NodeRelationship.PARENT in n.relationships}
+    groups: Dict[tuple, List[BaseNode]] = {}
+    for n in nodes:
+        if source(n) in trees:
+            leaf = NodeRelationship.CHILD not in n.relationships
+            groups.setdefault((source(n), "leaf" if leaf else n.metadata["depth"]), []).append(n)
+    for chain in groups.values():
+        for n in chain:
+            n.relationships.pop(NodeRelationship.PREVIOUS, None)
+            n.relationships.pop(NodeRelationship.NEXT, None)
+        for a, b in zip(chain, chain[1:]):
+            a.relationships[NodeRelationship.NEXT] = b.as_related_node_info()
+            b.relationships[NodeRelationship.PREVIOUS] = a.as_related_node_info()
 
 
 def _texts(nodes: Sequence[BaseNode]) -> list[str]:
