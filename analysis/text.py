@@ -30,7 +30,9 @@ CLOSER = r"[\p{Pe}\p{Pf}\"']"
 #: except the dot-like ones also written inside numbers and abbreviations
 _UNSPACED = r"[\p{Sentence_Terminal}--[\x00-\x7f\u2024\uFE52\u0589]]"
 _SENT_END = regex.compile(
-    rf"{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{CLOSER}*(?=\s)|\r\n|\n|\r",
+    # never starting inside a run of terminals: each start would rescan the run ('.' * N was quadratic)
+    rf"(?<!{_TERMINAL})(?:{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{CLOSER}*(?=\s))"
+    r"|\r\n|\n|\r",
     regex.V1,
 )
 # Abbreviations and initials that a full stop does not end a sentence after.

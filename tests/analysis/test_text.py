@@ -127,3 +127,16 @@ def test_tile_spans_absorbs_whitespace_and_rejects_bad_spans():
                 [("a", "b")]):
         with pytest.raises(InputError):
             tile_spans(text, bad)
+
+
+def test_runs_of_terminal_punctuation_split_in_linear_steps():
+    # issue 35 item 7: each start inside a run of terminals rescanned the run ('.' * N was quadratic);
+    # counted in regex steps (a match attempt per start), not in time
+    import headseg.analysis.text as text_mod
+
+    for run in (".", "?!", "。"):
+        spans = text_mod.split_sentences(run * 20000 + " next")
+        assert spans[0][0] == 0 and spans[-1][1] == len(run) * 20000 + 5
+        attempts = sum(1 for _ in text_mod._SENT_END.finditer(run * 2000, overlapped=True))
+        assert attempts <= 2000 // len(run) + 2  # at most one match per start, and none inside the run
+    assert text_mod.split_sentences("Hi!!! There. Wait...what? Yes.") == [(0, 6), (6, 13), (13, 26), (26, 30)]
