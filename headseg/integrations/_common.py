@@ -165,7 +165,6 @@ class TreeChunk:
     parent: int | None
     depth: int
     leaf: bool
-    children: tuple[int, ...]
 
 
 def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
@@ -173,10 +172,7 @@ def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
     for a flat segmentation (its chunks are :func:`chunk_segments`')."""
     if not result.nodes:
         return None
-    kids: dict[int, list[int]] = {}
-    for n in result.nodes:
-        if n.parent is not None:
-            kids.setdefault(n.parent, []).append(n.id)
+    inner = {n.parent for n in result.nodes}
     return [TreeChunk(Segment(n.start, n.end, result.text[n.start:n.end], n.score, n.token_count, n.headings),
-                      n.id, n.parent, n.depth, n.id not in kids, tuple(kids.get(n.id, ())))
+                      n.id, n.parent, n.depth, n.id not in inner)
             for n in result.nodes]
