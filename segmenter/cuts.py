@@ -71,6 +71,18 @@ class CutPrior:
         bonus = np.asarray(bonus, dtype=np.float64).reshape(-1)
         return cls(np.ones(len(bonus), dtype=bool), bonus, np.zeros(len(bonus), dtype=np.int64))
 
+    @classmethod
+    def only_at(cls, n: int, starts) -> "CutPrior":
+        """``n`` units where a segment may open only at the first and at the unit indices ``starts``
+        (each inside ``1..n − 1``, else :class:`HeadsegError`); no bonus, no heading."""
+        starts = np.unique(np.asarray(starts, dtype=np.int64).reshape(-1))
+        if starts.size and (starts[0] < 1 or starts[-1] >= n):
+            raise HeadsegError(f"an allowed cut must be a unit index inside 1..{n - 1}")
+        allowed = np.zeros(n, dtype=bool)
+        allowed[0] = True
+        allowed[starts] = True
+        return cls(allowed, np.zeros(n), np.zeros(n, dtype=np.int64))
+
     def __len__(self) -> int:
         return len(self.allowed)
 

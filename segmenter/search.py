@@ -56,16 +56,12 @@ class SegmentCost:
         self.max_size = max_size
         self.min_size = min_size
         self.max_units = max_units or self.n
-        # floor[b]: the last required start before b (0 if none); no span [a, b) may cross one
-        self.floor: np.ndarray | None = None
         if max_size is not None and s.size and s.max() > max_size:
             raise HeadsegError("a single unit is larger than the maximum segment size; split units first")
 
     def costs_ending_at(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         """Start indices ``a`` and costs of every feasible span ``[a, b)``."""
         lo = max(0, b - self.max_units)
-        if self.floor is not None:
-            lo = max(lo, int(self.floor[b]))
         a = np.arange(lo, b)
         if self.max_size is not None:
             ok = self.cs[b] - self.cs[a] <= self.max_size + 1e-9
@@ -78,19 +74,6 @@ class SegmentCost:
         if self.min_size is not None:
             cost = cost + np.where(self.cs[b] - self.cs[a] < self.min_size, 1e6, 0.0)
         return a, cost
-
-    def require(self, starts) -> "SegmentCost":
-        """Make every index of ``starts`` the start of a segment in every search over this cost: no
-        feasible span crosses one (a hard constraint, as the size limits are; the parent boundaries of
-        a segment tree).  Returns ``self``.  O(n)."""
-        starts = np.unique(np.asarray(starts, dtype=np.int64).reshape(-1))
-        if starts.size and (starts[0] < 0 or starts[-1] >= max(self.n, 1)):
-            raise HeadsegError(f"a required start must be inside 0..{self.n - 1}")
-        mark = np.zeros(self.n + 1, dtype=np.int64)
-        mark[starts] = starts
-        # floor[b] = max{c in starts ∪ {0}: c < b}
-        self.floor = np.concatenate([[0], np.maximum.accumulate(mark[:-1])]) if self.n else np.zeros(1, np.int64)
-        return self
 
     def cost(self, a: int, b: int) -> float:
         """Weighted scatter of units ``a..b-1`` around their mean (the cost of one segment)."""

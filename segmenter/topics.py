@@ -315,7 +315,7 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
 def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
                      penalty: float | None = None, tokens=None, same_line=None, headings=None,
                      limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
-                     required=None) -> tuple[list[int], list[float]]:
+                     allowed=None) -> tuple[list[int], list[float]]:
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
 
     ``tokens [U]``: the units' token counts, for the unit weights, the
@@ -328,24 +328,27 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
     exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
     prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
-    open and what opening one saves), None for none.  ``required``: units that open segments (a tree's parents).
+    open and what opening one saves), None for none.  ``allowed``: the only units after the first where
+    a segment may open (a segment tree's finer level; None: any).
     """
     params = params or TopicParams()
     n = len(x)
-    required = np.unique(np.asarray([] if required is None else required, dtype=np.int64))
-    if required.size and (required[0] < 1 or required[-1] >= n):
-        raise HeadsegError(f"a required cut must be a unit index inside 1..{n - 1}")
     if n < 2:
         return [], []
     if cut_prior is not None and len(cut_prior) != n:
         raise HeadsegError(f"the cut prior has {len(cut_prior)} units, the vectors {n}")
+    if allowed is not None:
+        only = CutPrior.only_at(n, allowed)
+        cut_prior = only if cut_prior is None else cut_prior.combine(only)
+        allowed = np.flatnonzero(only.allowed[1:]) + 1
     x = np.asarray(x, dtype=np.float64)
     first = None
     if tokens is not None and (same_line is not None or headings is not None):
         same = np.zeros(n, dtype=bool) if same_line is None else np.asarray(same_line, dtype=bool)
         groups = line_groups(same, tokens, params.line_tokens, None if limits is None else limits.sizes,
                              () if limits is None else limits.caps, headings=headings)
-        groups = open_groups_at(groups, required)
+        if allowed is not None:
+            groups = open_groups_at(groups, allowed)  # no group may hide a start the finer level has
         if limits is not None and limits.fits is not None:
             starts = np.searchsorted(groups, np.arange(int(groups[-1]) + 1), side="left")
             ends = np.append(starts[1:], n)
@@ -358,7 +361,6 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
             grouped = (x, tokens, None)  # a group would hide the only start a stretch has: units alone then
         x, tokens, first = grouped
         if first is not None:
-            required = np.searchsorted(first, required)
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
     x = prepare_vectors(x, params)
@@ -366,8 +368,6 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units if segments is None
                              else exact_k_bound(len(x), segments, params.max_units, EXACT_SPAN_BUDGET), weights))
-    if required.size:
-        cost.require(required)
     if segments is not None and limits is None:
         # a few segments of a long text are each longer than the usual bound of max_units items
         beta, extra = exact_k_objective(cost, x, params, penalty, tokens, segments=segments, cut_prior=cut_prior)
@@ -383,7 +383,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
 
 def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
                         measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
-                        structure: "Structure | None" = None, required=None) -> tuple[list[int], list[float]]:
+                        structure: "Structure | None" = None, allowed=None) -> tuple[list[int], list[float]]:
     """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
 
     ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
@@ -397,7 +397,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     Markdown structure (:mod:`~headseg.segmenter.structure`; None: plain text), whose
     blocks and headings enter as a cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`:
     no cut inside a block that fits the limits, a bonus before a heading); its headings
-    replace the heuristic ones; ``required``: as :func:`topic_boundaries`'.
+    replace the heuristic ones; ``allowed``: as :func:`topic_boundaries`'.
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
@@ -427,7 +427,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
         same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
     return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
-                            headings=headings, limits=limits, cut_prior=prior, required=required)
+                            headings=headings, limits=limits, cut_prior=prior, allowed=allowed)
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,

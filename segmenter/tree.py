@@ -1,29 +1,30 @@
 """A segment tree: topic segments within topic segments, each level an optimum of the one search.
 
 Cost and algorithm: the levels are the topic search (:func:`~headseg.segmenter.topics.document_boundaries`)
-run top-down at decreasing penalty scales.  Level 1 (the children of the document) is the penalised
-optimum at scale ``s₁ = TREE_SCALE ** (L − 1)`` (:class:`~headseg.segmenter.topics.TopicParams`
-``scale``: every segment pays ``s·β``, so only boundaries that save that much scatter open one), with
-no size limit; level ``d`` is the optimum at ``TREE_SCALE ** (L − d)`` under the constraint that every
-boundary of level ``d − 1`` opens a segment (:meth:`~headseg.segmenter.search.SegmentCost.require`),
-so it is the optimum inside each parent, and a coarse boundary is a boundary at every finer level.
-The last level, the leaves, is searched at scale 1 under the hard size limits and the size target
-(``max_chars``, ``max_tokens``, ``target_tokens``): without its parents' constraint it would be flat
-headseg's own segmentation.  Each search is O(U · M · D) (``M`` the longest segment considered, which
-grows with the scale up to U), so a tree of ``L`` levels costs at most ``L`` times one flat search
-of that bound.
+run bottom-up at increasing penalty scales.  The leaves are flat headseg's own segmentation: the
+penalised optimum at scale 1 under the hard size limits and the size target (``max_chars``,
+``max_tokens``, ``target_tokens``).  The level ``k`` steps above them is the optimum at scale
+``TREE_SCALE ** k`` (:class:`~headseg.segmenter.topics.TopicParams` ``scale``: every segment pays
+``s·β``, so only boundaries that save that much scatter open one), without size limits, under the
+constraint that a segment opens only where the finer level opens one (``allowed``: a cut prior
+forbidding every other start).  So a coarse boundary is a boundary at every finer level, each level
+is the optimum among the coarsenings of the one below, and the leaves equal the flat output exactly.
+Each search is O(U · M · D) (``M`` the longest segment considered, which grows with the scale up to
+U), so a tree of ``L`` levels costs at most ``L`` times one flat search of that bound.
 
-Depth: ``depth`` fixes ``L``; by default the text decides: levels are added above the leaves while the
-coarsest one (the leaves themselves first, under the size limits) has more than ``TREE_FANOUT``
-segments, up to ``TREE_MAX_DEPTH``, and a level that adds no boundary to its parent's is dropped (no
-node has a single child). Levels are added above flat headseg's, not below it: on the dev sets, leaves
-searched at scales under 1 (one level below flat, ``TREE_SCALE`` 1.5) scored Pk 0.451 against all of
+Depth: ``depth`` fixes the most levels ``L``; by default the text decides: levels are added above the
+leaves while the coarsest one has more than ``TREE_FANOUT`` segments, up to ``TREE_MAX_DEPTH``.  A
+level that merges nothing of the one below is skipped (no node has a single child), and a level of
+one segment ends the tree.  Levels are added above flat headseg's, not below it: on the dev sets,
+leaves searched at scales under 1 (``TREE_SCALE`` 1.5, top-down) scored Pk 0.451 against all of
 wiki50_dev's boundaries (flat 0.439) and 0.375 on meetings_ami_dev_tree (flat 0.309), although their
-number came near the reference's. Not yet done: Markdown heading levels anchoring the tree's levels (the
-structure prior's heading bonuses apply at every level alike).
+number came near the reference's.  Bottom-up instead of top-down (each level searched inside its
+parent's) keeps the leaves at flat's score: top-down, AMI's leaves were 0.001 worse and its top level
+0.001 worse too (``benchmarks/tree.py``).  Not yet done: Markdown heading levels anchoring the tree's
+levels (the structure prior's heading bonuses apply at every level alike).
 
-Source: the top-down scheme is the divisive one of TreeSeg (arXiv 2407.12028),
-with the exact penalised optimum (Jackson et al. 2005) at each level instead of a greedy split.
+Source: hierarchical segmentation by nested optima (TreeSeg, arXiv 2407.12028, is divisive and
+greedy), with the exact penalised optimum (Jackson et al. 2005) at each level.
 ``benchmarks/tree.py`` scores the levels against two-level references.
 """
 
@@ -68,9 +69,10 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
 
     Arguments as :func:`~headseg.segmenter.topics.document_boundaries` (``x [U, D]`` the unit vectors,
     ``tokens [U]`` their model tokens, ``measure`` the counter of ``opts.max_tokens``); ``depth``: the
-    number of levels below the document (None: the text decides, see the module's docstring).  Every
-    level's cuts contain the cuts of the level before it; no two consecutive levels are equal, so no
-    node has a single child.  A text with one unit has one level without cuts.
+    most levels below the document (fewer where a level is already one segment; None: the text
+    decides, see the module's docstring).  Every level's cuts contain the cuts of the level before it;
+    no two consecutive levels are equal, so no node has a single child; the last level is the flat
+    segmentation of ``opts``.  A text with one unit has one level without cuts.
     """
     params = params or TopicParams()
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
@@ -80,28 +82,27 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
     coarse_opts = replace(opts, level="topic", max_chars=None, min_chars=None, max_tokens=None,
                           target_tokens=None, overlap=None, segments=None, depth=None)
     leaf_opts = replace(opts, level="topic", segments=None, overlap=None, depth=None)
-    # the automatic depth's last search is the top level's own (same scale, nothing required)
-    done: dict[tuple, TreeLevel] = {}
 
-    def search(level_scale: float, required: Sequence[int], leaves: bool) -> TreeLevel:
-        key = (level_scale, tuple(required), leaves)
-        if key not in done:
-            p = replace(params, scale=params.scale * level_scale,
-                        max_units=min(len(units), int(round(params.max_units * level_scale))))
-            cuts, scores = document_boundaries(x, text, units, tokens, measure, leaf_opts if leaves else coarse_opts,
-                                               p, structure=structure, required=required)
-            done[key] = TreeLevel(tuple(int(c) for c in cuts), tuple(float(s) for s in scores))
-        return done[key]
+    def search(k: int, finer: Sequence[int] | None) -> TreeLevel:
+        scale = TREE_SCALE ** k
+        # a segment of the finer level is never longer than the coarse search may consider
+        longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
+        p = replace(params, scale=params.scale * scale,
+                    max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
+        cuts, scores = document_boundaries(x, text, units, tokens, measure, coarse_opts if k else leaf_opts,
+                                           p, structure=structure, allowed=finer)
+        return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
 
-    levels = depth if depth is not None else _auto_depth(search)
-    out: list[TreeLevel] = []
-    required: tuple[int, ...] = ()
-    for d in range(levels):
-        scale = TREE_SCALE ** (levels - 1 - d)
-        level = search(scale, required, leaves=d == levels - 1)
-        if level.cuts != required or not out:
-            out.append(level)
-        required = level.cuts
+    most = depth if depth is not None else TREE_MAX_DEPTH
+    out = [search(0, None)]
+    k = 1
+    while len(out) < most and out[0].cuts and (depth is not None or len(out[0].cuts) + 1 > TREE_FANOUT):
+        if k > TREE_MAX_DEPTH + 8:  # the scale has grown past any scatter the text has: nothing merges
+            break
+        level = search(k, out[0].cuts)
+        k += 1
+        if level.cuts != out[0].cuts:
+            out.insert(0, level)
     if len(out) > 1 and not out[0].cuts:
         out = out[1:]  # the document's one child: not a level
     return out
@@ -139,19 +140,6 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
 
     grow(0, len(units), 0, None, 1)
     return [o for o, _ in leaves[1:]], [sc for _, sc in leaves[1:]], nodes
-
-
-def _auto_depth(search) -> int:
-    """The number of levels the text asks for: one more while the coarsest level searched so far (the
-    leaves under the size limits first, then unconstrained at the next scale up) has more than
-    ``TREE_FANOUT`` segments."""
-    levels = 1
-    # the leaves' own count: where the size limits split the topics, the topics are their parents
-    count = len(search(1.0, (), leaves=True).cuts) + 1
-    while levels < TREE_MAX_DEPTH and count > TREE_FANOUT:
-        levels += 1
-        count = len(search(TREE_SCALE ** (levels - 1), (), leaves=False).cuts) + 1
-    return levels
 
 
 __all__ = ("TREE_FANOUT", "TREE_MAX_DEPTH", "TREE_SCALE", "TreeLevel", "tree_levels", "tree_nodes")

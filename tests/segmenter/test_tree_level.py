@@ -95,6 +95,9 @@ def test_tree_through_the_api_tiles_nests_and_limits(seg, kw):
             assert s.token_count <= kw["max_tokens"]
     for n in r.nodes:
         assert n.token_count is not None
+    # the leaves are flat headseg's own segments: the coarse levels only merge them
+    flat = seg.segment(TEXT, **{k: v for k, v in kw.items() if k != "depth"})
+    assert [(s.start, s.end) for s in r.segments] == [(s.start, s.end) for s in flat.segments]
 
 
 def test_records_link_parents_and_round_trip(seg):
