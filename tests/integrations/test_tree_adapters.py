@@ -11,14 +11,9 @@ from dataclasses import replace
 import pytest
 
 from headseg.analysis.segments import Node, Segmentation
+from sample_texts import TOPICS_TEXT
 
-TOPICS = [
-    "The committee met on Monday. It approved the budget after a long debate. Members argued about taxes.",
-    "Rain fell all night. The river rose quickly over its banks. Farmers moved their cattle to the hills.",
-    "The orchestra tuned its instruments. The violins began a slow melody. The audience listened in silence.",
-    "Engineers tested the new bridge. Trucks crossed it one by one. Sensors measured every small movement.",
-]
-TEXT = "\n\n".join(" ".join([t] * 2) for t in TOPICS * 3)
+TEXT = TOPICS_TEXT
 OPTS = {"level": "tree", "depth": 3}
 
 

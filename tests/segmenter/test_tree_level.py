@@ -12,14 +12,9 @@ from headseg.analysis.segments import Node, Segment, Segmentation, check_tree
 from headseg.api import Segmenter
 from headseg.segmenter.options import MAX_DEPTH, SegmentOptions
 from headseg.segmenter.tree import TreeLevel, tree_nodes
+from sample_texts import PARAGRAPHS, TOPICS_TEXT
 
-TOPICS = [
-    "The committee met on Monday. It approved the budget after a long debate. Members argued about taxes.",
-    "Rain fell all night. The river rose quickly over its banks. Farmers moved their cattle to the hills.",
-    "The orchestra tuned its instruments. The violins began a slow melody. The audience listened in silence.",
-    "Engineers tested the new bridge. Trucks crossed it one by one. Sensors measured every small movement.",
-]
-TEXT = "\n\n".join(" ".join([t] * 2) for t in TOPICS * 3)
+TEXT = TOPICS_TEXT
 
 
 @pytest.fixture(scope="module")
@@ -141,20 +136,6 @@ def test_bad_tree_options_are_refused(values, msg):
         SegmentOptions.of(values)
 
 
-PARAGRAPHS = [  # two subjects of three paragraphs each, written for this test
-    "Boil a large pot of salted water for the pasta. Add the spaghetti and stir it so the strands do not stick. "
-    "Cook it for nine minutes until it is firm to the bite. Drain it and keep a cup of the cooking water.",
-    "For the sauce, warm olive oil in a wide pan. Fry sliced garlic until it turns golden. Add crushed tomatoes, "
-    "a pinch of salt and fresh basil. Let the sauce simmer for twenty minutes while it thickens.",
-    "Bread needs flour, water, yeast and salt. Knead the dough for ten minutes until it is smooth. Leave it to "
-    "rise in a warm place for an hour. Bake the loaf in a hot oven until the crust is brown.",
-    "The telescope was pointed at Jupiter after sunset. Its four largest moons appeared as bright points beside "
-    "the planet. The great red spot rotated into view near midnight. Observers sketched the cloud bands by hand.",
-    "Saturn rose later in the night. Its rings were tilted towards the Earth and looked wide open. The moon "
-    "Titan shone faintly to the east. A camera recorded a thousand frames of the planet.",
-    "A comet was discovered in the morning sky. Its tail pointed away from the Sun. Astronomers measured its "
-    "orbit over several nights. It will return to the inner solar system in two hundred years.",
-]
 
 
 @pytest.fixture(scope="module")
