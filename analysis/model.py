@@ -29,7 +29,7 @@ from .locate import (DEFAULT_MODEL_FILES, EMBEDDED_NAME, embedded_model_path,  #
                      hub_default_model_path, resolve_model_path)
 from .quiet import quiet_load
 from .tokenizer import Tokenizer, as_tokenizer
-from .weights import dir_fingerprint, tensor_fingerprint
+from .weights import check_weights, dir_fingerprint, tensor_fingerprint
 
 #: model_type values whose layers follow the BERT layout (the families' table: :mod:`headseg.analysis.families`)
 SUPPORTED_MODEL_TYPES = family_names()
@@ -216,15 +216,21 @@ def _load_encoder(path: Path, name: str):
         import transformers.modeling_utils  # noqa: F401  # its logger exists before the quiet scope starts
 
         with quiet_load(transformers):
+            kwargs = dict(attn_implementation="eager", local_files_only=True, output_loading_info=True)
             try:
-                encoder = AutoModel.from_pretrained(
-                    str(path), attn_implementation="eager", local_files_only=True, add_pooling_layer=False
-                )
+                encoder, report = AutoModel.from_pretrained(str(path), add_pooling_layer=False, **kwargs)
             except TypeError:
                 # Some architectures (e.g. ELECTRA) take no pooling layer argument.
-                encoder = AutoModel.from_pretrained(str(path), attn_implementation="eager", local_files_only=True)
+                encoder, report = AutoModel.from_pretrained(str(path), **kwargs)
     except Exception as exc:
         raise ModelError(f"cannot load model '{name}': {type(exc).__name__}: {first_line(exc)}") from None
+    # transformers initialises missing or mis-shaped tensors at random and says so only in its log: a model
+    # that would serve noise (a pytorch_model.bin folder, which check_weights cannot read) is refused
+    bad = sorted(report.get("missing_keys") or []) + sorted(str(k[0] if isinstance(k, tuple) else k)
+                                                           for k in report.get("mismatched_keys") or [])
+    if bad:
+        raise ModelError(f"model '{name}': its weights do not fit its config.json ({len(bad)} tensor(s) missing "
+                         f"or of another shape, e.g. '{bad[0]}')")
     return encoder.float().eval()
 
 
@@ -251,6 +257,9 @@ def load_model(model: str | os.PathLike | None = None, weights: bool = True) -> 
     if loaded is None:
         cfg = read_config(path, name)
         tokenizer = _load_tokenizer(path, name)
+        # before anything is hashed, exported or initialised: a config.json of 10,000 layers over six
+        # layers' weights would otherwise be built (and missing tensors randomly initialised by transformers)
+        check_weights(path, cfg, tokenizer.vocab_size)
         digest = weights_digest(path)
         info = ModelInfo(
             name=name,

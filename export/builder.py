@@ -30,7 +30,7 @@ import numpy as np
 from headseg.analysis.errors import ArtifactError, ModelError
 from headseg.analysis.families import embedding_size, family_names, find_family, read_config
 from headseg.analysis.model import LoadedModel
-from headseg.analysis.weights import ENCODER_MODULES, read_encoder_tensors
+from headseg.analysis.weights import ENCODER_MODULES, check_shapes, read_encoder_tensors
 
 from .graph import ACTIVATIONS, MASK_BIAS, GraphWriter
 
@@ -150,6 +150,7 @@ def build_graph(cfg: Mapping, tensors: Mapping[str, np.ndarray], heads: Sequence
     from onnx import TensorProto, helper
 
     check_config(cfg, "config.json")
+    check_shapes({name: t.shape for name, t in tensors.items()}, cfg, "the weights")
     check_opset(opset)
     heads = sorted({(int(l), int(h)) for l, h in heads})
     if not heads:
