@@ -14,14 +14,26 @@ from typing import Any, Iterator
 
 from .errors import InputError
 
-#: seconds a cluster address has to accept a TCP connection before Ray is asked to join it
+#: seconds a cluster address has to accept a TCP connection and answer before Ray is asked to join it
 #: (Ray 2.x itself retries an unreachable address for minutes)
 CONNECT_TIMEOUT = 5.0
 
 
+#: what an HTTP/2 client sends first (RFC 9113 §3.4): the preface, then an empty SETTINGS frame
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+#: the frame type of SETTINGS, which an HTTP/2 server sends first (byte 3 of the frame header)
+_H2_SETTINGS = 4
+
+
 def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Refuse (:class:`InputError`) a ``HOST:PORT`` cluster address (``ray://`` too) that accepts no TCP
-    connection within ``timeout`` seconds.  ``auto``, ``local`` and addresses without a port are left to Ray."""
+    """Refuse (:class:`InputError`) a ``HOST:PORT`` cluster address (``ray://`` too) that does not answer
+    as a Ray cluster within ``timeout`` seconds.  ``auto``, ``local`` and addresses without a port are left to Ray.
+
+    Both Ray's GCS and the Ray Client server speak gRPC, whose HTTP/2 server opens with a
+    SETTINGS frame: a listener that accepts the connection and then says nothing (where
+    ``ray.init`` would wait for minutes) or answers in another protocol is refused here.
+    With ``RAY_USE_TLS`` set the cluster expects TLS first, so only the connection is checked.
+    """
     rest = address.split("://", 1)[-1].rstrip("/")
     host, sep, port = rest.rpartition(":")
     if not sep or not host or address in ("auto", "local"):
@@ -31,12 +43,30 @@ def probe_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     except ValueError:
         raise InputError(f"--address {address}: the port '{port}' is not a number") from None
     host = host.strip("[]")  # [::1]:6379
+    tls = os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true", "yes")
     try:
-        with socket.create_connection((host, port_no), timeout=timeout):
-            pass
+        with socket.create_connection((host, port_no), timeout=timeout) as conn:
+            if tls:
+                return
+            conn.sendall(_H2_PREFACE)
+            reply = b""
+            while len(reply) < 9:  # one frame header
+                try:
+                    chunk = conn.recv(9 - len(reply))
+                except socket.timeout:
+                    if reply:  # a few bytes of something else
+                        break
+                    raise
+                if not chunk:
+                    break
+                reply += chunk
+    except socket.timeout:
+        raise InputError(f"--address {address}: no Ray cluster answers there (no reply within "
+                         f"{timeout:g} s)") from None
     except OSError as exc:
-        reason = "timed out" if isinstance(exc, socket.timeout) else (exc.strerror or str(exc))
-        raise InputError(f"--address {address}: cannot reach a Ray cluster there ({reason})") from None
+        raise InputError(f"--address {address}: cannot reach a Ray cluster there ({exc.strerror or exc})") from None
+    if len(reply) < 9 or reply[3] != _H2_SETTINGS:
+        raise InputError(f"--address {address}: what answers there is not a Ray cluster (it does not speak gRPC)")
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, quiet: bool = False):
