@@ -132,6 +132,11 @@ class Segmentation:
         return [Node(i, None, 1, s.start, s.end, s.score, s.token_count, s.headings)
                 for i, s in enumerate(self.segments)]
 
+    def inner_ids(self) -> frozenset[int]:
+        """The ids of the tree nodes that have children: every other node is a leaf, one of the segments.
+        Empty for a flat segmentation.  The one place this is derived (records, paths, adapters)."""
+        return frozenset(n.parent for n in self.nodes if n.parent is not None)
+
     def __iter__(self) -> Iterator[Segment]:
         return iter(self.segments)
 
@@ -170,7 +175,7 @@ class Segmentation:
     def _rows(self) -> list[dict]:
         """The records of :data:`RECORD_FIELDS` without ``document``, one per node, pre-order."""
         nodes = self.tree_nodes()
-        inner = {n.parent for n in nodes}
+        inner = self.inner_ids()
         rows, leaf = [], 0
         for n in nodes:
             index = None if n.id in inner else leaf

@@ -5,9 +5,14 @@ run bottom-up at increasing penalty scales.  The leaves are flat headseg's own s
 penalised optimum at scale 1 under the hard size limits and the size target (``max_chars``,
 ``max_tokens``, ``target_tokens``).  The level ``k`` steps above them is the optimum at scale
 ``TREE_SCALE ** k`` (:class:`~headseg.segmenter.topics.TopicParams` ``scale``: every segment pays
-``s·β``, so only boundaries that save that much scatter open one), without size limits, under the
-constraint that a segment opens only where the finer level opens one (``allowed``: a cut prior
-forbidding every other start).  So a coarse boundary is a boundary at every finer level, each level
+``s·β``, so only boundaries that save that much scatter open one), under the constraint that a
+segment opens only where the finer level opens one (``allowed``: a cut prior forbidding every other
+start).  Where the leaves have size limits, level ``k`` has them ``TREE_SCALE ** k`` times larger
+(``max_tokens`` 128: parents of at most 384 tokens, then 1152...; with the size target that one
+limit implies), as LlamaIndex's ``HierarchicalNodeParser`` sizes its levels (2048 / 512 / 128) but
+with each level's cuts chosen by the topic search: without them the level above 128-token leaves of
+a retrieval corpus was 3 segments of 2000 to 3700 tokens (``headseg retrieval --chunker tree``).
+Without size limits the coarse levels have none either.  So a coarse boundary is a boundary at every finer level, each level
 is the optimum among the coarsenings of the one below, and the leaves equal the flat output exactly.
 Each search is O(U · M · D) (``M`` the longest segment considered, which grows with the scale up to
 U), so a tree of ``L`` levels costs at most ``L`` times one flat search of that bound.
@@ -79,9 +84,17 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
         raise HeadsegError(f"depth must be a positive integer (got {depth!r})")
     if len(units) < 2:
         return [TreeLevel((), ())]
-    coarse_opts = replace(opts, level="topic", max_chars=None, min_chars=None, max_tokens=None,
-                          target_tokens=None, overlap=None, segments=None, depth=None)
     leaf_opts = replace(opts, level="topic", segments=None, overlap=None, depth=None)
+
+    def level_opts(k: int) -> "SegmentOptions":
+        """The leaves' options; above them, the size limits ``TREE_SCALE ** k`` times the leaves' (a size
+        target with them, as flat headseg's for one limit) or none where the leaves have none."""
+        if not k:
+            return leaf_opts
+        grow = TREE_SCALE ** k
+        return replace(leaf_opts, min_chars=None, target_tokens=None,
+                       max_chars=None if opts.max_chars is None else int(opts.max_chars * grow),
+                       max_tokens=None if opts.max_tokens is None else int(opts.max_tokens * grow))
 
     def search(k: int, finer: Sequence[int] | None) -> TreeLevel:
         scale = TREE_SCALE ** k
@@ -89,8 +102,8 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
         longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
         p = replace(params, scale=params.scale * scale,
                     max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
-        cuts, scores = document_boundaries(x, text, units, tokens, measure, coarse_opts if k else leaf_opts,
-                                           p, structure=structure, allowed=finer)
+        cuts, scores = document_boundaries(x, text, units, tokens, measure, level_opts(k), p,
+                                           structure=structure, allowed=finer)
         return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
 
     most = depth if depth is not None else TREE_MAX_DEPTH

@@ -9,6 +9,9 @@ embedded all-MiniLM-L6-v2 by default).  The chunkers:
 
 * ``headseg``: this segmenter with the segmentation flags (``--max-tokens``,
   ``--target-tokens``, ``--overlap``...), exactly as ``headseg segment`` takes them;
+* ``tree``: parent-child retrieval on headseg's segment tree (``--level tree`` with the
+  same flags, ``--depth`` too): the leaves (at most ``--max-tokens``) are retrieved and
+  their parent nodes' spans scored, each parent once;
 * ``recursive``: LangChain's ``RecursiveCharacterTextSplitter`` at ``--max-tokens``
   (the ``langchain`` extra);
 * ``fixed``: consecutive windows of ``--max-tokens`` tokens.
@@ -28,7 +31,7 @@ from headseg.segmenter.options import SegmentOptions, add_option_flags
 from . import options
 
 #: the chunkers ``--chunker`` takes, in table order
-CHUNKERS = ("headseg", "recursive", "fixed")
+CHUNKERS = ("headseg", "tree", "recursive", "fixed")
 
 
 def check_args(args: argparse.Namespace) -> SegmentOptions:
@@ -59,9 +62,9 @@ def run(args: argparse.Namespace) -> int:
     from headseg.analysis.model import resolve_model_path
     from headseg.analysis.tokenizer import Tokenizer
     from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
-    from headseg.segmenter.evaluation.retrieval import (chunk_all, evaluate_chunks, fixed_token_chunker,
-                                                        format_table, headseg_chunker, load_retrieval,
-                                                        recursive_chunker)
+    from headseg.segmenter.evaluation.retrieval import (chunk_all, chunk_all_with_parents, evaluate_chunks,
+                                                        fixed_token_chunker, format_table, headseg_chunker,
+                                                        headseg_tree_chunker, load_retrieval, recursive_chunker)
 
     opts = check_args(args)
     names = chunker_names(args.chunker)
@@ -75,20 +78,24 @@ def run(args: argparse.Namespace) -> int:
 
     embedder = MeanPooledEmbedder(args.embedder)
     question_vectors = embedder.embed([q.text for q in rs.questions])
-    rows = []
+    rows, seg = [], None
     for name in names:
-        if name == "headseg":
+        if name in ("headseg", "tree") and seg is None:
             from headseg.api import Segmenter
 
             seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend,
                             precision=args.precision, quiet=args.quiet)
-            chunker = headseg_chunker(seg, opts)
+        parents = None
+        if name == "tree":
+            chunks, parents = chunk_all_with_parents(rs, headseg_tree_chunker(seg, opts))
+        elif name == "headseg":
+            chunks = chunk_all(rs, headseg_chunker(seg, opts))
         elif name == "recursive":
-            chunker = recursive_chunker(opts.max_tokens, count)
+            chunks = chunk_all(rs, recursive_chunker(opts.max_tokens, count))
         else:
-            chunker = fixed_token_chunker(opts.max_tokens, lambda t: tok.encode(t)[1])
-        scores = evaluate_chunks(rs, chunk_all(rs, chunker), embedder.embed, k=args.k, count_tokens=count,
-                                 question_vectors=question_vectors)
+            chunks = chunk_all(rs, fixed_token_chunker(opts.max_tokens, lambda t: tok.encode(t)[1]))
+        scores = evaluate_chunks(rs, chunks, embedder.embed, k=args.k, count_tokens=count,
+                                 question_vectors=question_vectors, parents=parents)
         rows.append((name, scores))
     if args.json:
         print(json.dumps({"k": args.k, "questions": len(rs.questions),

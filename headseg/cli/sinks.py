@@ -67,7 +67,7 @@ def tree_paths(seg: Segmentation) -> list[str]:
         return []
     path: dict[int | None, str] = {None: ""}
     count: dict[int | None, int] = {}
-    inner = {n.parent for n in seg.nodes}
+    inner = seg.inner_ids()
     out = []
     for n in seg.nodes:
         count[n.parent] = count.get(n.parent, 0) + 1

@@ -172,7 +172,7 @@ def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
     for a flat segmentation (its chunks are :func:`chunk_segments`')."""
     if not result.nodes:
         return None
-    inner = {n.parent for n in result.nodes}
+    inner = result.inner_ids()
     return [TreeChunk(Segment(n.start, n.end, result.text[n.start:n.end], n.score, n.token_count, n.headings),
                       n.id, n.parent, n.depth, n.id not in inner)
             for n in result.nodes]

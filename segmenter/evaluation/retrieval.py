@@ -26,6 +26,13 @@ chunks hold it (the union), while ``|retrieved|`` is the *sum* of the retrieved
 chunks' lengths, so text that two retrieved chunks share is paid for twice in
 precision and IoU.
 
+Parent-child retrieval (LangChain's ``ParentDocumentRetriever``, LlamaIndex's
+``AutoMergingRetriever``): the small chunks are indexed and retrieved, and each
+retrieved chunk is replaced by its parent span, every parent once, in the order
+its first chunk was retrieved (:func:`evaluate_chunks` with ``parents``;
+:func:`headseg_tree_chunker` gives headseg's segment tree so, the leaves and each
+leaf's parent node).  Scores are then those of the parents' spans.
+
 Cost: one embedding per chunk and per question, one ``[Q, C]`` matrix product.
 """
 
@@ -44,6 +51,8 @@ from headseg.analysis.reading import read_text
 Span = tuple[int, int]
 #: a chunker: corpus text -> chunk spans (character offsets, in order; they may overlap)
 Chunker = Callable[[str], Sequence[Span]]
+#: a parent-child chunker: corpus text -> (chunk spans, the parent span of each chunk)
+ParentChunker = Callable[[str], tuple[Sequence[Span], Sequence[Span]]]
 
 
 @dataclass(frozen=True)
@@ -191,18 +200,33 @@ def format_row(name: str, sc: RetrievalScores, corpora: Sequence[str]) -> str:
 
 def evaluate_chunks(rs: RetrievalSet, chunks: Mapping[str, Sequence[Span]], embed: Callable[[Sequence[str]], np.ndarray],
                     k: int = 5, count_tokens: Callable[[str], int] | None = None,
-                    question_vectors: np.ndarray | None = None) -> RetrievalScores:
+                    question_vectors: np.ndarray | None = None,
+                    parents: Mapping[str, Sequence[Span]] | None = None) -> RetrievalScores:
     """Score one chunking (corpus name -> chunk spans) of ``rs`` with embedder ``embed`` (texts -> ``[N, D]``,
-    unit length) at top ``k``.  ``question_vectors [Q, D]`` may be passed to embed the questions once."""
+    unit length) at top ``k``.  ``question_vectors [Q, D]`` may be passed to embed the questions once.
+
+    ``parents`` (corpus name -> one span per chunk, aligned with ``chunks``): parent-child
+    retrieval.  The top ``k`` chunks are retrieved, and what is scored is their parents'
+    spans, each parent once; ``mean_chunk_tokens`` is then the mean size of the distinct
+    parents (what a question gets back), ``chunks`` still the number indexed.
+    """
     if k < 1:
         raise InputError("k must be at least 1")
     index: list[tuple[str, Span]] = []
+    returned: list[tuple[str, Span]] = []  # what retrieving index[i] hands back: the chunk, or its parent
     for name in rs.corpora:
         text = rs.corpora[name]
         spans = [(int(s), int(e)) for s, e in chunks[name]]
         if any(not 0 <= s < e <= len(text) for s, e in spans):
             raise InputError(f"a chunk of '{name}' is empty or outside the corpus")
         index.extend((name, sp) for sp in spans)
+        if parents is None:
+            returned.extend((name, sp) for sp in spans)
+            continue
+        ups = [(int(s), int(e)) for s, e in parents[name]]
+        if len(ups) != len(spans) or any(not (ps <= s and e <= pe) for (s, e), (ps, pe) in zip(spans, ups)):
+            raise InputError(f"'{name}': every chunk needs one parent span that contains it")
+        returned.extend((name, sp) for sp in ups)
     texts = [rs.corpora[name][s:e] for name, (s, e) in index]
     c = embed(texts)
     q = embed([x.text for x in rs.questions]) if question_vectors is None else question_vectors
@@ -210,20 +234,34 @@ def evaluate_chunks(rs: RetrievalSet, chunks: Mapping[str, Sequence[Span]], embe
     per_q = []
     for qi, question in enumerate(rs.questions):
         top = np.argsort(-sims[qi], kind="stable")[:k]
-        got = [index[t][1] for t in top if index[t][0] == question.corpus]
-        foreign = sum(index[t][1][1] - index[t][1][0] for t in top if index[t][0] != question.corpus)
-        per_q.append(dict(question_scores(got, question.references, foreign), corpus=question.corpus))
+        got = list(dict.fromkeys(returned[t] for t in top))  # a parent two of its chunks bring back, once
+        mine = [sp for name, sp in got if name == question.corpus]
+        foreign = sum(e - s for name, (s, e) in got if name != question.corpus)
+        per_q.append(dict(question_scores(mine, question.references, foreign), corpus=question.corpus))
     names = ("iou", "recall", "precision")
     overall = {m: float(np.mean([p[m] for p in per_q])) for m in names}
     per_corpus = {name: {m: float(np.mean([p[m] for p in per_q if p["corpus"] == name])) for m in names}
                   for name in rs.corpora if any(p["corpus"] == name for p in per_q)}
-    sizes = [count_tokens(t) for t in texts] if count_tokens else [len(t) for t in texts]
+    sized = texts if parents is None else [rs.corpora[name][s:e] for name, (s, e) in dict.fromkeys(returned)]
+    sizes = [count_tokens(t) for t in sized] if count_tokens else [len(t) for t in sized]
     return RetrievalScores(overall, per_corpus, len(index), float(np.mean(sizes)) if sizes else 0.0, per_q)
 
 
 def chunk_all(rs: RetrievalSet, chunker: Chunker) -> dict[str, list[Span]]:
     """Each corpus of ``rs`` chunked by ``chunker``."""
     return {name: [(int(s), int(e)) for s, e in chunker(text)] for name, text in rs.corpora.items()}
+
+
+def chunk_all_with_parents(rs: RetrievalSet, chunker: ParentChunker) -> tuple[dict[str, list[Span]],
+                                                                               dict[str, list[Span]]]:
+    """Each corpus of ``rs`` chunked by a parent-child ``chunker``: ``(chunks, parents)``, aligned per corpus,
+    as :func:`evaluate_chunks` takes them."""
+    chunks, parents = {}, {}
+    for name, text in rs.corpora.items():
+        leaves, ups = chunker(text)
+        chunks[name] = [(int(s), int(e)) for s, e in leaves]
+        parents[name] = [(int(s), int(e)) for s, e in ups]
+    return chunks, parents
 
 
 def fixed_token_chunker(max_tokens: int, tokenize: Callable[[str], np.ndarray]) -> Chunker:
@@ -267,5 +305,21 @@ def headseg_chunker(segmenter, options=None, **overrides) -> Chunker:
         result = segmenter.segment(text, options, **overrides)
         spans = result.meta.get("chunks")
         return [tuple(c) for c in spans] if spans is not None else [(s.start, s.end) for s in result]
+
+    return chunk
+
+
+def headseg_tree_chunker(segmenter, options=None, **overrides) -> ParentChunker:
+    """headseg's segment tree (``level="tree"``) as parent-child chunks: the leaves (the segments, under
+    ``max_tokens`` when given), each with its parent node's span; a leaf directly under the
+    document (a tree of one level there) is its own parent, since the document is no chunk."""
+
+    def chunk(text: str) -> tuple[list[Span], list[Span]]:
+        result = segmenter.segment(text, options, **{**overrides, "level": "tree"})
+        nodes = {n.id: n for n in result.tree_nodes()}
+        inner = result.inner_ids()
+        leaves = [n for n in nodes.values() if n.id not in inner]
+        ups = [nodes[n.parent] if n.parent is not None else n for n in leaves]
+        return [(n.start, n.end) for n in leaves], [(p.start, p.end) for p in ups]
 
     return chunk

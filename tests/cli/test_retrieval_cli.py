@@ -125,3 +125,17 @@ def test_audit2_an_unreadable_profile_is_found_before_the_embedder_runs(tmp_path
     bad.write_text("[1, 2]")
     rc, out, err = _run(["retrieval", str(_data(tmp_path / "d")), "--profile", str(bad)], capsys)
     assert rc == 4 and out == "" and err.count("\n") == 1 and "not a valid head profile" in err
+
+
+def test_retrieval_tree_chunker_end_to_end(tmp_path, capsys, tiny_bert_dir):
+    """--chunker tree indexes the leaves (flat headseg's chunks, exactly) and returns their parents."""
+    root = _data(tmp_path)
+    rc, out, err = _run(["retrieval", str(root), "--chunker", "tree,headseg", "--max-tokens", "24", "--k", "50",
+                         "--json", "--model", str(tiny_bert_dir), "--backend", "torch", "--quiet"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)["chunkers"]
+    tree, flat = got["tree"], got["headseg"]
+    assert tree["chunks"] == flat["chunks"]  # the same leaves are indexed
+    # every leaf is retrieved at k = 50, so every parent comes back: all of each corpus is covered
+    assert tree["overall"]["recall"] == pytest.approx(1.0) and flat["overall"]["recall"] == pytest.approx(1.0)
+    assert tree["mean_chunk_tokens"] > flat["mean_chunk_tokens"]  # parents are larger than the leaves

@@ -111,3 +111,53 @@ def test_fixed_token_chunks_tile_the_text():
     assert spans[0][0] == 0 and spans[-1][1] == len(text)
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert all(len(tokenizer.encode(text[s:e])[0]) <= 16 for s, e in spans)
+
+
+def _word_embedder(words):
+    """A transparent embedder: one axis per word (its count), unit length."""
+    def embed(texts):
+        v = np.array([[t.count(w) + (1e-3 if i == 0 else 0.0) for i, w in enumerate(words)] for t in texts], float)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    return embed
+
+
+def test_parent_child_scores_each_retrieved_parent_once_by_hand():
+    """Two leaves of one parent retrieved: the parent is scored once; its size is the returned size."""
+    a = "apples are red. apples fall. " + "trains run on rails. " * 4
+    rs = RetrievalSet({"a": a}, (Question("apples?", "a", ((0, 15),)),))
+    n = len(a)
+    leaves = [(0, 16), (16, 29), (29, 50), (50, n)]
+    parents = [(0, 29), (0, 29), (29, n), (29, n)]
+    embed = _word_embedder(("apple", "train"))
+    got = evaluate_chunks(rs, {"a": leaves}, embed, k=2, parents={"a": parents})
+    # both apple leaves are the top 2; what comes back is (0, 29) alone: covered 15, retrieved 29
+    (q,) = got.per_question
+    assert q["recall"] == 1.0 and q["precision"] == pytest.approx(15 / 29) and q["iou"] == pytest.approx(15 / 29)
+    assert got.chunks == 4 and got.mean_chunk_tokens == pytest.approx((29 + (n - 29)) / 2)  # distinct parents
+    flat = evaluate_chunks(rs, {"a": leaves}, embed, k=2)
+    assert flat.per_question[0]["precision"] == pytest.approx(15 / 29)  # the two leaves: 16 + 13 characters
+    assert flat.mean_chunk_tokens == pytest.approx(n / 4)
+    # a parent that does not contain its chunk, or one parent too few, is refused
+    with pytest.raises(InputError, match="parent span that contains it"):
+        evaluate_chunks(rs, {"a": leaves}, embed, parents={"a": [(16, 29)] + parents[1:]})
+    with pytest.raises(InputError, match="parent span that contains it"):
+        evaluate_chunks(rs, {"a": leaves}, embed, parents={"a": parents[:3]})
+
+
+def test_tree_chunker_gives_each_leaf_its_parent_node(tiny_bert):
+    from headseg.api import Segmenter
+    from headseg.segmenter.evaluation.retrieval import headseg_tree_chunker
+
+    from sample_texts import TOPICS_TEXT
+
+    seg = Segmenter(model=tiny_bert, backend="torch", window_tokens=64)
+    leaves, parents = headseg_tree_chunker(seg, max_tokens=40)(TOPICS_TEXT)
+    r = seg.segment(TOPICS_TEXT, level="tree", max_tokens=40)
+    assert leaves == [(s.start, s.end) for s in r.segments]
+    by_span = {(n.start, n.end): n for n in r.nodes}
+    for leaf, up in zip(leaves, parents):
+        node = by_span[leaf]
+        want = node if node.parent is None else r.nodes[node.parent]
+        assert up == (want.start, want.end) and up[0] <= leaf[0] and leaf[1] <= up[1]
+    assert any(up != leaf for leaf, up in zip(leaves, parents))  # the tree has a level above the leaves

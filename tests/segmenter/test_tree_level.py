@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from headseg.analysis.errors import HeadsegError, InputError
@@ -153,3 +154,28 @@ def test_the_subjects_are_parents_of_the_paragraphs_the_size_limit_makes(real, k
     assert all(n.parent == (0 if n.start < starts[3] else 4) for n in r.nodes if n.depth == 2)
     # without the limit the flat topics are the paragraphs' parents too, and nothing splits them
     assert [s.start for s in real.segment(text)] == [0, starts[3]]
+
+
+def test_each_level_above_the_leaves_has_size_limits_tree_scale_times_larger(seg, monkeypatch):
+    """Recorded from the searches the tree makes: level k gets max_tokens·TREE_SCALE^k, and its segments
+    (sums of the units' tokens between its cuts) keep it; without a limit no level gets one."""
+    from headseg.segmenter import tree as tree_mod
+
+    calls = []
+    real = tree_mod.document_boundaries
+
+    def recording(x, text, units, tokens, measure, opts, params, **kw):
+        cuts, scores = real(x, text, units, tokens, measure, opts, params, **kw)
+        calls.append((opts.max_tokens, opts.target_tokens, np.asarray(tokens), list(cuts)))
+        return cuts, scores
+
+    monkeypatch.setattr(tree_mod, "document_boundaries", recording)
+    seg.segment(TEXT * 3, level="tree", depth=3, max_tokens=30)
+    assert len(calls) >= 2
+    for k, (cap, target, tokens, cuts) in enumerate(calls):
+        assert cap == int(30 * tree_mod.TREE_SCALE ** k) and target is None
+        edges = [0, *cuts, len(tokens)]
+        assert all(tokens[a:b].sum() <= cap for a, b in zip(edges, edges[1:]))
+    calls.clear()
+    seg.segment(TEXT * 3, level="tree", depth=3)
+    assert calls and all(cap is None for cap, *_ in calls)
