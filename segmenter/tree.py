@@ -56,6 +56,9 @@ TREE_SCALE = 3.0
 TREE_FANOUT = 3
 #: the most levels below the document the automatic depth builds
 TREE_MAX_DEPTH = 4
+#: the most coarse searches one tree makes, the skipped ones (that merge nothing) included: at scale
+#: ``TREE_SCALE ** 12`` (half a million times β per segment) no scatter of unit vectors pays for a cut
+TREE_MAX_SEARCHES = 12
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
     out = [search(0, None)]
     k = 1
     while len(out) < most and out[0].cuts and (depth is not None or len(out[0].cuts) + 1 > TREE_FANOUT):
-        if k > TREE_MAX_DEPTH + 8:  # the scale has grown past any scatter the text has: nothing merges
+        if k > TREE_MAX_SEARCHES:
             break
         level = search(k, out[0].cuts)
         k += 1

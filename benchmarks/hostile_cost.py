@@ -1,0 +1,134 @@
+"""Time and peak memory per MB on hostile texts, at 16 KB, 100 KB and 1 MB (issue 35, item 7).
+
+Kinds: ``prose`` (``benchmarks/long_document.py``'s text: manifestos and Choi texts), ``terminal
+punctuation`` (``"." * N`` and ``"?!" * N``), ``tiny units`` (``"a.\\n" * N``: one unit per three
+bytes) and ``random words`` (words of the model's vocabulary drawn at random, seeded, spaces between,
+no punctuation).  Each case runs in a child process of its own (``Segmenter().segment(text)``, the
+default engine, warm cache), so its peak resident memory (``ru_maxrss``) is its own; the model's
+load is timed apart and left out of the seconds.  A case whose projected peak or time (from the
+smaller sizes of its kind, linearly) is over ``--max-gb`` or ``--max-seconds`` is not run and says so.
+
+    python benchmarks/hostile_cost.py                      # the table of docs/performance.md
+    python benchmarks/hostile_cost.py --sizes 16000,100000 --kinds prose,tiny
+
+Prints a Markdown table: the model's tokens, seconds, seconds per MB, × prose per MB at that size,
+milliseconds per thousand tokens, peak MB, and the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("prose", "dots", "?!", "tiny", "words")
+NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n' * N", "words": "random words"}
+
+
+def make(kind: str, n: int) -> str:
+    """``n`` bytes (about) of text of ``kind``."""
+    if kind == "prose":
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from long_document import make_text
+
+        return make_text(n)
+    if kind == "dots":
+        return "." * n
+    if kind == "?!":
+        return "?!" * (n // 2)
+    if kind == "tiny":
+        return "a.\n" * (n // 3)
+    from headseg.analysis.model import embedded_model_path
+    from headseg.analysis.tokenizer import Tokenizer
+
+    vocab = sorted(Tokenizer.from_dir(embedded_model_path()).backend.get_vocab())
+    words = [w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2]
+    rng = random.Random(35)
+    out, size = [], 0
+    while size < n:
+        w = rng.choice(words)
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
+
+
+def child(kind: str, n: int) -> None:
+    import resource
+
+    from headseg.api import Segmenter
+
+    text = make(kind, n)
+    t0 = time.perf_counter()
+    seg = Segmenter(quiet=True)
+    seg.segment("A warm-up sentence. And another one.")
+    load = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    result = seg.segment(text)
+    secs = time.perf_counter() - t0
+    if "".join(s.text for s in result) != text:
+        raise SystemExit("offset invariant broken")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tokens = len(seg.loaded.tokenizer.encode(text)[0])
+    print(json.dumps({"bytes": len(text.encode()), "seconds": secs, "load_s": load, "peak_mb": peak,
+                      "segments": len(result), "tokens": tokens}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="16000,100000,1000000", help="bytes, comma-separated")
+    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--max-gb", type=float, default=8.0, help="skip a case projected to peak above this")
+    ap.add_argument("--max-seconds", type=float, default=400.0, help="skip a case projected to run longer")
+    ap.add_argument("--child", nargs=2, metavar=("KIND", "BYTES"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args.child[0], int(args.child[1]))
+    sizes = [int(x) for x in args.sizes.split(",")]
+    kinds = [k for k in args.kinds.split(",") if k]
+    load0 = os.getloadavg()[0]
+    rows: dict[tuple[str, int], dict | str] = {}
+    for kind in kinds:
+        for n in sizes:
+            done = [(m, rows[(kind, m)]) for m in sizes if m < n and isinstance(rows.get((kind, m)), dict)]
+            if len(done) >= 2:  # peak = a + b·bytes through the two largest smaller sizes
+                (m1, r1), (m2, r2) = done[-2:]
+                slope = (r2["peak_mb"] - r1["peak_mb"]) / (m2 - m1)
+                projected = r2["peak_mb"] + slope * (n - m2)
+                seconds = r2["seconds"] * n / m2  # time per byte of the largest smaller size
+                if projected > args.max_gb * 1024 or seconds > args.max_seconds:
+                    rows[(kind, n)] = (f"not run: projected {seconds:.0f} s, peak {projected / 1024:.1f} GB "
+                                       "(linear from the smaller sizes)")
+                    print(f"<!-- {kind} {n}: {rows[(kind, n)]} -->", flush=True)
+                    continue
+            r = subprocess.run([sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True)
+            if r.returncode:
+                rows[(kind, n)] = f"failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+            else:
+                rows[(kind, n)] = json.loads(r.stdout.strip().splitlines()[-1])
+            print(f"<!-- {kind} {n}: {rows[(kind, n)]} -->", flush=True)
+    print(f"\nSegmenter() default engine, one child process per case, {os.cpu_count()} CPUs; load average "
+          f"{load0:.1f} → {os.getloadavg()[0]:.1f} (1 min)\n")
+    print("| text | bytes | model tokens | seconds | s per MB | × prose per MB | ms per 1k tokens | peak MB | segments |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind in kinds:
+        for n in sizes:
+            r = rows[(kind, n)]
+            if isinstance(r, str):
+                print(f"| {NAMES[kind]} | {n:,} | {r} | | | | | | |")
+                continue
+            rate = r["seconds"] / r["bytes"] * 1e6
+            prose = rows.get(("prose", n))
+            ratio = f"{rate / (prose['seconds'] / prose['bytes'] * 1e6):.1f}" if isinstance(prose, dict) else "–"
+            per_k = 1e6 * r["seconds"] / max(r["tokens"], 1)
+            print(f"| {NAMES[kind]} | {r['bytes']:,} | {r['tokens']:,} | {r['seconds']:.1f} | {rate:.1f} | {ratio} | "
+                  f"{per_k:.0f} | {r['peak_mb']:.0f} | {r['segments']} |")
+
+
+if __name__ == "__main__":
+    main()
