@@ -82,3 +82,65 @@ def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
     ymax = max(0.1, math.ceil(max(scores) * 10) / 10)
     assert heights == pytest.approx([max(0.0, s) / ymax * 118 for s in scores], abs=1e-3)
     assert os.path.getsize(shot) > 10_000
+
+
+def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engine, tmp_path):
+    """level tree: one band per node (a row per depth), the nodes nested and foldable, the leaves as segments."""
+    import asyncio
+
+    from sample_texts import PARAGRAPHS
+
+    text = "\n\n".join(PARAGRAPHS)
+    expected = asyncio.run(engine.runner.segment(text, {"level": "tree", "max_tokens": 60})).to_dict()
+    nodes = []
+
+    def walk(items, prefix):
+        for i, n in enumerate(items):
+            path = f"{prefix}.{i + 1}" if prefix else str(i + 1)
+            nodes.append((path, n))
+            walk(n["children"], path)
+
+    walk(expected["tree"], "")
+    inner = [(path, n) for path, n in nodes if n["children"]]
+    assert inner and max(n["depth"] for _, n in nodes) >= 2  # a tree with a level above the leaves
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(live_url + "/")
+            page.fill("#text", text)
+            page.select_option("#opt-level", "tree")
+            page.fill("#opt-max_tokens", "60")
+            page.click("#go")
+            page.wait_for_selector("#segments-out details.node", timeout=60_000)
+            bands = page.locator("#plot rect.band")
+            got_bands = [(bands.nth(i).get_attribute("data-path"), float(bands.nth(i).get_attribute("x")),
+                          float(bands.nth(i).get_attribute("width")), float(bands.nth(i).get_attribute("y")))
+                         for i in range(bands.count())]
+            folds = [page.locator(f'details.node[data-path="{path}"]') for path, _ in inner]
+            summaries = [f.locator(":scope > summary").inner_text() for f in folds]
+            leaves_shown = page.locator("#segments-out .seg").count()
+            first = folds[0]
+            inside = first.locator(".seg").first
+            visible_before = inside.is_visible()
+            first.locator(":scope > summary").click()
+            visible_after = inside.is_visible()
+            status = page.inner_text("#status")
+            page.screenshot(path=str(tmp_path / "tree.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not errors
+    assert status.startswith(f"{len(expected['segments'])} segments (the leaves of a tree of")
+    assert leaves_shown == len(expected["segments"])
+    # one band per node, in pre-order, at its offsets, one row (8 px) lower per depth
+    assert [path for path, *_ in got_bands] == [path for path, _ in nodes]
+    for (path, x, width, y), (_, n) in zip(got_bands, nodes):
+        assert x == pytest.approx(n["start"] / len(text) * 1000, abs=1e-3)
+        assert width == pytest.approx(max((n["end"] - n["start"]) / len(text) * 1000, 1), abs=1e-3)
+        assert y - got_bands[0][3] == pytest.approx(8 * (n["depth"] - 1))
+    for summary, (path, n) in zip(summaries, inner):
+        summary = " ".join(summary.split())  # the browser's text collapses runs of spaces
+        assert f"node {path} [{n['start']}, {n['end']}) {n['token_count']} tokens {len(n['children'])} parts" in summary
+    assert visible_before and not visible_after  # a node folds away its parts
