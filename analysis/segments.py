@@ -137,6 +137,18 @@ class Segmentation:
         Empty for a flat segmentation.  The one place this is derived (records, paths, adapters)."""
         return frozenset(n.parent for n in self.nodes if n.parent is not None)
 
+    def node_paths(self) -> list[str]:
+        """Each tree node's place, pre-order: its child numbers from the document down (``"2.1.3"``);
+        a flat segmentation's are ``"1"``, ``"2"``, ... (the text format, the TUI)."""
+        path: dict[int | None, str] = {None: ""}
+        count: dict[int | None, int] = {}
+        out = []
+        for n in self.tree_nodes():
+            count[n.parent] = count.get(n.parent, 0) + 1
+            path[n.id] = f"{path[n.parent]}.{count[n.parent]}".lstrip(".")
+            out.append(path[n.id])
+        return out
+
     def __iter__(self) -> Iterator[Segment]:
         return iter(self.segments)
 

@@ -267,7 +267,8 @@ class HeadsegApp(App):
             return
         self._doc_key = key
         spans = tuple(None if w.special[i] else (int(w.offsets[i][0]), int(w.offsets[i][1])) for i in (r, c))
-        body, (a, b) = document_excerpt(doc.text, (w.start_char, w.end_char), seg.units, seg.topics, spans)
+        body, (a, b) = document_excerpt(doc.text, (w.start_char, w.end_char), seg.units, seg.topics, spans,
+                                        tree=seg.tree)
         self.query_one("#doc-text", Static).update(window_header(doc, self.window_index, seg) + body)
 
     def _show_stat(self) -> None:

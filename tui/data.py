@@ -301,13 +301,16 @@ class MarkedSpans:
     sentence fallback has no segmenter result, and an injected segmenter may
     return these directly.  ``topic_scores``: one per topic (the segmenter's
     boundary scores); ``source``: ``"sentences"`` or ``"segmenter"``, named in
-    the pane's header.
+    the pane's header.  ``tree``: the segment tree's nodes in pre-order as
+    ``(depth, start, end, path)`` (path ``"2.1"``: child numbers from the document
+    down), empty when the topics are one level; the topics are then its leaves.
     """
 
     units: list[tuple[int, int]]
     topics: list[tuple[int, int]]
     topic_scores: list[float] = field(default_factory=list)
     source: str = "sentences"
+    tree: list[tuple[int, int, int, str]] = field(default_factory=list)
 
 
 def sentence_segmentation(text: str) -> MarkedSpans:
@@ -335,13 +338,17 @@ class AutoSegmenter:
         try:
             seg = self._make(Segmenter)
             units = seg.segment(text, level="unit")
-            topics = seg.segment(text, level="topic")
+            # the tree's leaves are flat headseg's topics exactly; the levels above them are marked too
+            topics = seg.segment(text, level="tree")
+            nodes = list(getattr(topics, "nodes", None) or [])
+            deep = any(n.depth > 1 for n in nodes)
             return (
                 MarkedSpans(
                     units=[(s.start, s.end) for s in units],
                     topics=[(s.start, s.end) for s in topics],
                     topic_scores=[float(s.score) for s in topics],
                     source="segmenter",
+                    tree=[(n.depth, n.start, n.end, p) for n, p in zip(nodes, topics.node_paths())] if deep else [],
                 ),
                 "",
             )

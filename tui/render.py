@@ -39,12 +39,15 @@ def document_excerpt(
     topics: list[tuple[int, int]],
     cursor_spans: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
     context: int = 160,
+    tree: list[tuple[int, int, int, str]] | None = None,
 ) -> tuple[Text, tuple[int, int]]:
     """The text around ``window_span`` with units, topic starts, window and cursor tokens marked.
 
     Units alternate two colours; a topic that starts inside the excerpt gets a
-    ``── topic k ──`` line before it; the window has a background; the two
-    tokens under the matrix cursor are highlighted (row yellow, column cyan).
+    ``── topic k ──`` line before it (with a segment ``tree``, ``(depth, start, end,
+    path)`` nodes: ``── 2 ─ 2.1 ──``, every node that opens there, the document's
+    children first); the window has a background; the two tokens under the matrix
+    cursor are highlighted (row yellow, column cyan).
     Returns the Rich text and the ``(start, end)`` characters it covers.
     """
     n = len(text)
@@ -52,6 +55,9 @@ def document_excerpt(
     a = _snap_left(units, max(0, w0 - context))
     b = _snap_right(units, min(n, w1 + context))
     topic_starts = {s: k for k, (s, _) in enumerate(topics)}
+    opening: dict[int, list[str]] = {}
+    for _, start, _, path in tree or []:
+        opening.setdefault(start, []).append(path)
     spans = [sp for sp in cursor_spans if sp is not None and sp[1] > sp[0]]
     cuts = {a, b, w0, w1, *[s for s, _ in units], *topic_starts, *[x for sp in spans for x in sp]}
     cuts = sorted(c for c in cuts if a <= c <= b)
@@ -65,7 +71,8 @@ def document_excerpt(
         if k is not None and (lo > a or k > 0):
             if out.plain and not out.plain.endswith("\n"):
                 out.append("\n")
-            out.append(f"── topic {k + 1} ──\n", style=TOPIC_STYLE)
+            label = " ─ ".join(opening[lo]) if lo in opening else f"topic {k + 1}"
+            out.append(f"── {label} ──\n", style=TOPIC_STYLE)
         u = int(np.searchsorted(unit_starts, lo, side="right") - 1)
         style = UNIT_STYLES[u % 2]
         if w0 <= lo < w1:
@@ -122,10 +129,40 @@ def window_header(doc, index: int, seg) -> Text:
         head.append(f" (of {doc.total_windows})", style="bold yellow")
     head.append(f" · chars {w.start_char}–{w.end_char} of {len(doc.text):,} · {len(w)} tokens\n", style="dim")
     head.append(
-        f"units: {seg.source} ({len(seg.units)}) · topics: {len(seg.topics) if seg.topics else 'none'}\n",
+        f"units: {seg.source} ({len(seg.units)}) · topics: {len(seg.topics) if seg.topics else 'none'}"
+        + (f", the leaves of a tree of {max(d for d, *_ in seg.tree)} levels\n" if seg.tree else "\n"),
         style="dim",
     )
+    if seg.tree:
+        head.append_text(tree_bands(seg.tree, len(doc.text), (w.start_char, w.end_char)))
     if doc.note:
         head.append(f"note: {doc.note}\n", style="yellow")
     head.append("\n")
     return head
+
+
+#: the colours of a segment tree's bands, node after node along one depth
+BAND_STYLES = ("#3b6fd8", "#d8743b", "#2f9e6e", "#a04fc4", "#c43b5c", "#8a8f2a")
+
+
+def tree_bands(tree: list[tuple[int, int, int, str]], length: int, window: tuple[int, int],
+               width: int = 60) -> Text:
+    """A segment tree as nested bands, one line per depth: ``width`` cells across the whole text,
+    each cell coloured by the node of that depth covering its first character (blank where none
+    does: a leaf above that depth), and a line under them marking the window shown (``▔``)."""
+    out = Text()
+    depth = max(d for d, *_ in tree)
+    cell = max(length, 1) / width
+    for d in range(1, depth + 1):
+        nodes = [(s, e) for dd, s, e, _ in tree if dd == d]
+        out.append(f"tree {d} ", style="dim")
+        for c in range(width):
+            pos = int(c * cell)
+            k = next((i for i, (s, e) in enumerate(nodes) if s <= pos < e), None)
+            out.append("█" if k is not None else " ", style=BAND_STYLES[k % len(BAND_STYLES)] if k is not None else "")
+        out.append("\n")
+    a, b = window
+    out.append("       ", style="dim")
+    out.append("".join("▔" if a <= int(c * cell) < b or (b > a and int(c * cell) <= a < int((c + 1) * cell))
+                       else " " for c in range(width)).rstrip() + "\n", style="bold")
+    return out

@@ -65,16 +65,8 @@ def tree_paths(seg: Segmentation) -> list[str]:
     empty for a flat segmentation."""
     if not seg.nodes:
         return []
-    path: dict[int | None, str] = {None: ""}
-    count: dict[int | None, int] = {}
     inner = seg.inner_ids()
-    out = []
-    for n in seg.nodes:
-        count[n.parent] = count.get(n.parent, 0) + 1
-        path[n.id] = f"{path[n.parent]}.{count[n.parent]}".lstrip(".")
-        if n.id not in inner:
-            out.append(path[n.id])
-    return out
+    return [p for p, n in zip(seg.node_paths(), seg.nodes) if n.id not in inner]
 
 
 def jsonl(rows: Sequence[dict]) -> str:

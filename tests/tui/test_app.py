@@ -506,3 +506,56 @@ def test_matrix_is_drawn_at_full_size_after_a_slow_load():
 
     drive(app, script)
 
+
+
+def test_document_excerpt_and_header_mark_a_segment_tree():
+    """Every node opening at a topic start is named, the document's children first; the header has one
+    band line per depth, coloured node by node, and the window marked under them."""
+    from headseg.tui.data import MarkedSpans
+    from headseg.tui.render import BAND_STYLES, tree_bands, window_header
+
+    text = "One two. Three four. Five six."
+    units = [(0, 9), (9, 21), (21, 30)]
+    tree = [(1, 0, 21, "1"), (2, 0, 9, "1.1"), (2, 9, 21, "1.2"), (1, 21, 30, "2")]
+    topics = [(0, 9), (9, 21), (21, 30)]
+    body, _ = document_excerpt(text, (9, 20), units, topics, (None, None), context=100, tree=tree)
+    # the text's first topic gets no line, as without a tree
+    assert body.plain == "One two. \n── 1.2 ──\nThree four. \n── 2 ──\nFive six."
+    body, _ = document_excerpt(text + " Seven.", (9, 20), units + [(30, 37)], topics[:2] + [(21, 37)],
+                               (None, None), context=100, tree=[(1, 0, 9, "1"), (1, 9, 37, "2"),
+                                                                (2, 9, 21, "2.1"), (2, 21, 37, "2.2")])
+    assert "── 2 ─ 2.1 ──\nThree" in body.plain  # two nodes open at 9: both named, the shallower first
+    bands = tree_bands(tree, len(text), (9, 21), width=30)
+    lines = bands.plain.split("\n")
+    assert lines[0] == "tree 1 " + "█" * 30 and lines[1] == "tree 2 " + "█" * 21 + " " * 9
+    assert lines[2] == "       " + " " * 9 + "▔" * 12
+    # one cell per character here: the colour changes exactly where a node of that depth ends
+    cells = [(s.start, str(s.style)) for s in bands.spans if bands.plain[s.start:s.end] == "█"]
+    row1 = [style for start, style in cells if start < len(lines[0])]
+    row2 = [style for start, style in cells if len(lines[0]) < start < len(lines[0]) + 1 + len(lines[1])]
+    assert row1 == [BAND_STYLES[0]] * 21 + [BAND_STYLES[1]] * 9
+    assert row2 == [BAND_STYLES[0]] * 9 + [BAND_STYLES[1]] * 12
+
+    class Window:
+        start_char, end_char = 9, 21
+
+        def __len__(self):
+            return 5
+
+    class Doc:
+        note, total_windows = "", 1
+
+        def __init__(self):
+            self.text = text
+
+        def window(self, i):
+            return Window()
+
+        def __len__(self):
+            return 1
+
+    seg = MarkedSpans(units=units, topics=topics, source="segmenter", tree=tree)
+    head = window_header(Doc(), 0, seg).plain
+    assert "topics: 3, the leaves of a tree of 2 levels" in head and lines[0] in head and lines[2] in head
+    flat = window_header(Doc(), 0, MarkedSpans(units=units, topics=topics, source="segmenter")).plain
+    assert "tree 1" not in flat and "topics: 3\n" in flat

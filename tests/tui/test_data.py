@@ -231,6 +231,20 @@ def test_auto_segmenter_uses_segmenter_api(monkeypatch):
     assert "no profile for this model" in warning and seg.topics == []
 
 
+def test_auto_segmenter_marks_the_segment_tree(tiny_bert):
+    """The topics are the tree's leaves (= flat headseg's topics) and every node is kept with its path."""
+    from headseg.api import Segmenter
+
+    text = "\n\n".join([TEXT] * 4)
+    seg, warning = AutoSegmenter(model=tiny_bert)(text)
+    assert warning == "" and seg.source == "segmenter"
+    real = Segmenter(model=tiny_bert)
+    flat, tree = real.segment(text), real.segment(text, level="tree")
+    assert seg.topics == [(s.start, s.end) for s in flat]
+    want = [(n.depth, n.start, n.end, p) for n, p in zip(tree.nodes, tree.node_paths())]
+    assert seg.tree == (want if any(n.depth > 1 for n in tree.nodes) else [])
+
+
 def _npz_bytes(**arrays) -> bytes:
     import io
 
