@@ -269,7 +269,8 @@ class HeadsegApp(App):
         spans = tuple(None if w.special[i] else (int(w.offsets[i][0]), int(w.offsets[i][1])) for i in (r, c))
         body, (a, b) = document_excerpt(doc.text, (w.start_char, w.end_char), seg.units, seg.topics, spans,
                                         tree=seg.tree)
-        self.query_one("#doc-text", Static).update(window_header(doc, self.window_index, seg) + body)
+        pane = self.query_one("#doc-text", Static)
+        pane.update(window_header(doc, self.window_index, seg, pane.size.width or 40) + body)
 
     def _show_stat(self) -> None:
         names = list(self.stats)

@@ -115,12 +115,12 @@ def export_png(matrix: np.ndarray, tokens: list[str], title: str, path: str | os
     atomic_write_bytes(path, buf.getvalue())
 
 
-def window_header(doc, index: int, seg) -> Text:
+def window_header(doc, index: int, seg, width: int = 40) -> Text:
     """The document pane's lines above the excerpt: window ``index`` of ``doc``, its span and what is marked.
 
     ``doc`` is a :class:`~headseg.tui.data.DocumentModel`, ``seg`` the
     :class:`~headseg.tui.data.MarkedSpans` shown; a document cut short or
-    carrying a note says so.
+    carrying a note says so.  ``width``: the pane's, in cells (a segment tree's bands fit in it).
     """
     w = doc.window(index)
     head = Text()
@@ -134,7 +134,7 @@ def window_header(doc, index: int, seg) -> Text:
         style="dim",
     )
     if seg.tree:
-        head.append_text(tree_bands(seg.tree, len(doc.text), (w.start_char, w.end_char)))
+        head.append_text(tree_bands(seg.tree, len(doc.text), (w.start_char, w.end_char), max(8, width - 8)))
     if doc.note:
         head.append(f"note: {doc.note}\n", style="yellow")
     head.append("\n")
