@@ -133,3 +133,20 @@ def passable(allowed: np.ndarray, limits, max_units: int) -> bool:
     sizes = limits.sizes.reshape(len(allowed), -1)
     total = np.add.reduceat(sizes, opened[:-1], axis=0) if len(opened) > 1 else sizes[:0]
     return all(cap is None or not np.any(total[:, c] > cap) for c, cap in enumerate(limits.caps))
+
+
+def nested_prior(prior: CutPrior | None, n: int, starts, limits, max_units: int) -> tuple[CutPrior, np.ndarray]:
+    """The prior of a segment tree's coarse level over ``n`` units: a segment opens only at the first
+    unit and the finer level's ``starts``, and where ``prior`` (the text's structure, None: none)
+    allows; with the finer starts after the first as an array (where groups of units must open).
+
+    The finer level already kept the structure under its own, smaller limits; the coarse level's
+    larger ones may forbid more (a code block that fits them is kept whole), and where the two
+    together leave a stretch the search cannot get through (``limits``, ``max_units``: as
+    :func:`passable`), the finer starts alone decide, the structure's bonuses kept.
+    """
+    only = CutPrior.only_at(n, starts)
+    both = only if prior is None else prior.combine(only)
+    if prior is not None and both.constrains and not passable(both.allowed, limits, max_units):
+        both = CutPrior(only.allowed, prior.bonus, prior.level)
+    return both, np.flatnonzero(only.allowed[1:]) + 1

@@ -71,6 +71,11 @@ class Structure:
         """The heading blocks, in document order."""
         return self._heads[1]
 
+    def up_to(self, level: int) -> "Structure":
+        """The same blocks without the headings deeper than ``level`` (their lines read as prose): the
+        structure a coarse level of a segment tree is searched with, anchored by the higher headings."""
+        return Structure(self.text, tuple(b for b in self.blocks if b.kind != "heading" or b.level <= level))
+
     def breaks(self) -> list[int]:
         """Sorted offsets inside the text where a unit must end: every block start and every piece."""
         out = {b.start for b in self.blocks} | {p for b in self.blocks for p in b.pieces}

@@ -31,7 +31,7 @@ import numpy as np
 from headseg.analysis.errors import HeadsegError
 
 from .blocks import heading_mask, structure_prior
-from .cuts import CutPrior, passable
+from .cuts import CutPrior, nested_prior, passable
 from .limits import SizeLimits, TokenMeasure, repair_cuts
 from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
                     line_groups, lines_are_paragraphs, open_groups_at, paragraph_bonus, paragraph_starts,
@@ -338,9 +338,7 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     if cut_prior is not None and len(cut_prior) != n:
         raise HeadsegError(f"the cut prior has {len(cut_prior)} units, the vectors {n}")
     if allowed is not None:
-        only = CutPrior.only_at(n, allowed)
-        cut_prior = only if cut_prior is None else cut_prior.combine(only)
-        allowed = np.flatnonzero(only.allowed[1:]) + 1
+        cut_prior, allowed = nested_prior(cut_prior, n, allowed, limits, params.max_units)
     x = np.asarray(x, dtype=np.float64)
     first = None
     if tokens is not None and (same_line is not None or headings is not None):

@@ -25,8 +25,14 @@ leaves searched at scales under 1 (``TREE_SCALE`` 1.5, top-down) scored Pk 0.451
 wiki50_dev's boundaries (flat 0.439) and 0.375 on meetings_ami_dev_tree (flat 0.309), although their
 number came near the reference's.  Bottom-up instead of top-down (each level searched inside its
 parent's) keeps the leaves at flat's score: top-down, AMI's leaves were 0.001 worse and its top level
-0.001 worse too (``benchmarks/tree.py``).  Not yet done: Markdown heading levels anchoring the tree's
-levels (the structure prior's heading bonuses apply at every level alike).
+0.001 worse too (``benchmarks/tree.py``).
+
+Markdown: the leaves see every heading (:func:`~headseg.segmenter.blocks.structure_prior`: a bonus
+before each, by its level); each level above drops the deepest heading level left
+(:meth:`~headseg.segmenter.structure.Structure.up_to`), down to the highest one present, so in a
+document of ``#``, ``##`` and ``###`` headings the ``###`` ones anchor only the leaves, the ``##``
+ones the level above, and the ``#`` ones every level.  With every heading on every level, as before,
+the bonuses (1.5 to 3 times the penalty saved) opened a segment at each heading on every level.
 
 Source: hierarchical segmentation by nested optima (TreeSeg, arXiv 2407.12028, is divisive and
 greedy), with the exact penalised optimum (Jackson et al. 2005) at each level.
@@ -99,6 +105,20 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
                        max_chars=None if opts.max_chars is None else int(opts.max_chars * grow),
                        max_tokens=None if opts.max_tokens is None else int(opts.max_tokens * grow))
 
+    heads = structure.headings if structure is not None else ()
+    present = sorted({h.level for h in heads})
+    # the highest heading levels that still cut the text: one lone "# Title" anchors no section
+    top = next((j for j, lv in enumerate(present) if sum(h.level <= lv and h.start > 0 for h in heads) > 0
+                and sum(h.level <= lv for h in heads) > 1), len(present) - 1)
+
+    def level_structure(k: int) -> "Structure | None":
+        """The leaves see every heading; each level above drops the deepest heading level left, down to
+        the highest ones that still make sections, so ``##`` sections anchor the top of the tree and
+        ``###`` ones only the bottom."""
+        if not k or len(present) < 2:
+            return structure
+        return structure.up_to(present[max(top, len(present) - 1 - k)])
+
     def search(k: int, finer: Sequence[int] | None) -> TreeLevel:
         scale = TREE_SCALE ** k
         # a segment of the finer level is never longer than the coarse search may consider
@@ -106,7 +126,7 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
         p = replace(params, scale=params.scale * scale,
                     max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
         cuts, scores = document_boundaries(x, text, units, tokens, measure, level_opts(k), p,
-                                           structure=structure, allowed=finer)
+                                           structure=level_structure(k), allowed=finer)
         return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
 
     most = depth if depth is not None else TREE_MAX_DEPTH

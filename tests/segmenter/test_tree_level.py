@@ -179,3 +179,40 @@ def test_each_level_above_the_leaves_has_size_limits_tree_scale_times_larger(seg
     calls.clear()
     seg.segment(TEXT * 3, level="tree", depth=3)
     assert calls and all(cap is None for cap, *_ in calls)
+
+
+def test_markdown_heading_levels_are_the_tree_levels(real):
+    """### subsections anchor the leaves only, ## sections the level above (before: every heading opened a
+    segment on every level, so the tree was one level of all nine headings)."""
+    p = PARAGRAPHS
+    text = ("# Field notes\n\n## Kitchen\n\n### Bread\n\n" + p[0] + "\n\n### Soup\n\n" + p[1] + "\n\n### Cake\n\n"
+            + p[2] + "\n\n## Sky\n\n### Jupiter\n\n" + p[3] + "\n\n### Saturn\n\n" + p[4] + "\n\n### Comet\n\n"
+            + p[5] + "\n")
+    r = real.segment(text, level="tree", structure="markdown")
+    top = [text[n.start:].split("\n", 1)[0] for n in r.nodes if n.depth == 1]
+    leaves = [text[s.start:].split("\n", 1)[0] for s in r.segments]
+    assert top == ["# Field notes", "## Sky"]
+    assert leaves == ["# Field notes", "### Soup", "### Cake", "## Sky", "### Saturn", "### Comet"]
+    assert [h for h in r.segments[4].headings] == ["Field notes", "Sky", "Saturn"]
+
+
+def test_structure_up_to_drops_only_the_deeper_headings():
+    from headseg.segmenter.structure import read_markdown
+
+    text = "# A\n\ntext\n\n## B\n\nmore\n\n### C\n\n```\ncode\n```\n"
+    st = read_markdown(text)
+    kinds = [(b.kind, b.level) for b in st.blocks]
+    assert [(b.kind, b.level) for b in st.up_to(2).blocks] == [k for k in kinds if k != ("heading", 3)]
+    assert [(b.kind, b.level) for b in st.up_to(1).blocks] == [k for k in kinds if k[0] != "heading" or k[1] == 1]
+
+
+def test_a_coarse_level_the_structure_would_block_falls_back_to_the_finer_starts():
+    from headseg.segmenter.cuts import CutPrior, nested_prior
+
+    prior = CutPrior(np.array([True, True, False, True]), np.array([0.0, 0.5, 0.0, 0.0]), np.zeros(4, int))
+    both, starts = nested_prior(prior, 4, [1, 3], None, max_units=4)
+    assert both.allowed.tolist() == [True, True, False, True] and starts.tolist() == [1, 3]
+    # only unit 2 is a finer start, and the structure forbids it: four units in one stretch, over max_units 2
+    both, starts = nested_prior(prior, 4, [2], None, max_units=2)
+    assert both.allowed.tolist() == [True, False, True, False] and both.bonus.tolist() == [0.0, 0.5, 0.0, 0.0]
+    assert starts.tolist() == [2]
