@@ -35,7 +35,7 @@ from headseg.analysis.profile import HeadProfile
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize
 
-from .encode import UnitEncoder
+from .encode import UnitEncoder, unit_token_ranges
 from .blocks import split_at_blocks
 from .levels import LevelContext, Prepared, get_level, topic_cuts, whitespace_result
 from .limits import TokenMeasure, split_oversized
@@ -45,7 +45,7 @@ from .structure import resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
 from .topics import TopicParams
-from .units import UnitParams, find_units
+from .units import UnitParams, find_units, group_tiny_runs
 
 __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOptions", "DEFAULT_BATCH_DOCS",
            "DEFAULT_BATCH_CHARS", "UNIT_MODES"]
@@ -229,6 +229,9 @@ class Pipeline:
             units = self.units(text, doc=doc, sentence_splitter=splitter, progress=progress)
             if structure is not None:
                 units = split_at_blocks(text, units, structure)  # no unit straddles a block
+            ranges = unit_token_ranges(doc, units)
+            units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
+                                    structure.breaks() if structure is not None else ())
         return Prepared(text, doc, measure, split_oversized(text, doc, units, opts.max_chars, opts.max_tokens,
                                                             measure), structure)
 

@@ -23,10 +23,12 @@ punctuation.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import regex
 
+from headseg.analysis.errors import HeadsegError
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import CLOSER, make_window, split_sentences, tile_spans, window_width
@@ -381,4 +383,47 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
         # the whitespace before a cut belongs to the unit before it
         edges = [a] + [c for c in cuts if a < c < b] + [b]
         out.extend(zip(edges[:-1], edges[1:]))
+    return out
+
+
+#: a unit of at most this many tokens ("a.", "Ok.", "1.") is tiny
+TINY_TOKENS = 3
+#: this many tiny units in a row are encoded and searched in groups (no dev document has such a run:
+#: dialogue's "Yes." "Okay." come one or two at a time, benchmarks/hostile_cost.py)
+TINY_RUN = 8
+#: the most tokens a group of tiny units holds (about a sentence of prose)
+TINY_GROUP = 32
+
+
+def group_tiny_runs(units: Sequence[tuple[int, int]], tokens, breaks: Sequence[int] = ()) -> list[tuple[int, int]]:
+    """``units`` with every run of at least :data:`TINY_RUN` tiny units (``tokens [U]``, at most
+    :data:`TINY_TOKENS` each) joined into consecutive groups of at most :data:`TINY_GROUP` tokens;
+    other units unchanged, and no group crosses an offset of ``breaks`` (a Markdown block's start).
+
+    Units that short carry almost no context to leak, and one vector each made ``"a.\\n" * N`` cost
+    22 MB and 1.6 s per KB (27× prose): the unit vectors, and the search over them, grow with the
+    number of units, not of bytes.  The spans still tile the text.  O(U).
+    """
+    tokens = [int(t) for t in tokens]
+    if len(tokens) != len(units):
+        raise HeadsegError(f"{len(units)} units but {len(tokens)} token counts")
+    cut = set(int(b) for b in breaks)
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(units)
+    while i < n:
+        j = i
+        while j < n and tokens[j] <= TINY_TOKENS:
+            j += 1
+        if j - i < TINY_RUN:
+            out.extend(units[i:max(j, i + 1)])
+            i = max(j, i + 1)
+            continue
+        start, size = units[i][0], 0
+        for k in range(i, j):
+            if k > i and (size + tokens[k] > TINY_GROUP or units[k][0] in cut):
+                out.append((start, units[k][0]))
+                start, size = units[k][0], 0
+            size += tokens[k]
+        out.append((start, units[j - 1][1]))
+        i = j
     return out
