@@ -19,6 +19,10 @@ from headseg.export.runner import DEFAULT_WORKERS
 DEFAULT_MAX_QUEUE = 512
 #: largest request body, in bytes
 DEFAULT_MAX_REQUEST_BYTES = 2 * 1024 * 1024
+#: the most model tokens one request's texts may hold: the model's work is about linear in tokens (2 MiB
+#: of prose is about 390,000; 2 MiB of "." is 2.1 million, 12× prose's work per byte), so a body under
+#: the byte limit cannot cost more than this much prose does (docs/performance.md)
+DEFAULT_MAX_REQUEST_TOKENS = 400_000
 #: the service's segmenter: windows per capture call (the batcher packs the calls of all requests)
 SERVE_BATCH_SIZE = 16
 
@@ -32,7 +36,8 @@ class ServeConfig:
     service's own limits carry their flags as the segmenter's settings do:
     ``max_batch_tokens``: token budget of one model call; ``max_queue``:
     documents admitted at once (more: 429); ``max_request_bytes``: largest body
-    (more: 413); ``workers``: documents segmented side by side (threads; None:
+    (more: 413); ``max_request_tokens``: most model tokens in one request's texts, the bound
+    on its work (more: 413); ``workers``: documents segmented side by side (threads; None:
     :func:`default_workers`); ``api_key``: required as ``Authorization: Bearer
     KEY`` or ``X-API-Key`` when set (the command reads it from ``--api-key`` or
     the environment, never the library).  :meth:`of` takes the segmenter's
@@ -48,6 +53,9 @@ class ServeConfig:
                        f"(default {DEFAULT_MAX_QUEUE})", type=int))
     max_request_bytes: int = field(default=DEFAULT_MAX_REQUEST_BYTES, metadata=flag(
         "--max-request-bytes", "largest request body; larger ones are answered 413 (default 2 MiB)", type=int))
+    max_request_tokens: int = field(default=DEFAULT_MAX_REQUEST_TOKENS, metadata=flag(
+        "--max-request-tokens", "most model tokens one request's texts may hold, the bound on one request's "
+                                f"work; more are answered 413 (default {DEFAULT_MAX_REQUEST_TOKENS:,})", type=int))
     workers: int | None = field(default=None, metadata=flag(
         "--workers", f"documents segmented side by side in this process (threads; default two per model "
                      f"thread, at most {DEFAULT_WORKERS}): each holds its document's working memory", type=int))
@@ -56,7 +64,7 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.segmenter, SegmenterConfig):
             raise HeadsegError(f"segmenter must be a SegmenterConfig (got {type(self.segmenter).__name__})")
-        for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "workers"):
+        for name in ("max_batch_tokens", "max_queue", "max_request_bytes", "max_request_tokens", "workers"):
             v = getattr(self, name)
             if name == "workers" and v is None:
                 continue  # default_workers(threads)

@@ -70,6 +70,7 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
             req = parse_request(body, config.max_queue)
         except RequestError as exc:
             raise Refusal(exc.status, exc.reason) from None
+        await _check_tokens(req.texts, config.max_request_tokens, engine.runner.pipeline.encoder.tokenizer)
         if not engine.admit(len(req.texts)):
             raise busy(f"queue full ({engine.in_flight} of {config.max_queue} documents in flight)", 429)
         if req.many:
@@ -112,6 +113,22 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
         engine.metrics.characters.inc(req.characters)
 
     return router
+
+
+#: the most model tokens one character can make (a byte-level BPE: four for a 4-byte character)
+_TOKENS_PER_CHAR = 4
+
+
+async def _check_tokens(texts, limit: int, tokenizer) -> None:
+    """Refuse (413) texts of more than ``limit`` model tokens, before any model work: the bound on what
+    one request may cost.  Texts too short to reach it are not tokenized; others are, in a thread."""
+    chars = sum(len(t) for t in texts)
+    if chars * _TOKENS_PER_CHAR <= limit:
+        return
+    tokens = await asyncio.to_thread(lambda: sum(len(tokenizer.encode(t)[0]) for t in texts))
+    if tokens > limit:
+        raise Refusal(413, f"the request's text is {tokens:,} model tokens, over the limit of {limit:,} "
+                           "(split it into several requests)")
 
 
 async def _finished_or_gone(request: Request, tasks: list) -> bool:

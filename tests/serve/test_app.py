@@ -122,6 +122,31 @@ def test_too_large_body_is_413_before_it_is_read(engine):
         assert c.post("/v1/segment", json={"text": "Short. Text."}).status_code == 200
 
 
+def test_a_request_over_the_token_bound_is_413_before_any_model_work(engine, monkeypatch):
+    """Issue 35 item 7: bytes do not bound the work ('.' is one token per byte, prose one per five); tokens do."""
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.engine import Engine
+
+    small = Engine(engine.config.__class__(max_request_tokens=1000))
+    small.runner = engine.runner
+    calls = []
+    real = engine.runner.segment
+    monkeypatch.setattr(engine.runner, "segment", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with TestClient(create_app(engine=small)) as c:
+        r = c.post("/v1/segment", json={"text": "." * 1001})
+        assert r.status_code == 413 and "1,001 model tokens, over the limit of 1,000" in r.json()["error"], r.text
+        docs = [{"id": str(i), "text": "?!" * 300} for i in range(2)]  # 1,200 tokens together
+        r = c.post("/v1/segment", json={"documents": docs})
+        assert r.status_code == 413 and "1,200 model tokens" in r.json()["error"], r.text
+        assert calls == []  # refused before any document reached the engine
+        # 2,000 characters of prose are under 1,000 tokens: served
+        prose = "The river rose quickly after the rain. " * 50
+        assert len(engine.runner.pipeline.encoder.tokenizer.encode(prose)[0]) < 1000
+        assert c.post("/v1/segment", json={"text": prose}).status_code == 200 and len(calls) == 1
+
+
 def test_full_queue_is_429_with_retry_after(client, engine):
     assert engine.admit(engine.config.max_queue)  # every place taken, as by requests in flight
     try:
