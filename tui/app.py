@@ -268,7 +268,7 @@ class HeadsegApp(App):
         self._doc_key = key
         spans = tuple(None if w.special[i] else (int(w.offsets[i][0]), int(w.offsets[i][1])) for i in (r, c))
         body, (a, b) = document_excerpt(doc.text, (w.start_char, w.end_char), seg.units, seg.topics, spans,
-                                        tree=seg.tree)
+                                        tree=seg.tree, headings=seg.topic_headings)
         pane = self.query_one("#doc-text", Static)
         pane.update(window_header(doc, self.window_index, seg, pane.size.width or 40) + body)
 

@@ -304,6 +304,7 @@ class MarkedSpans:
     the pane's header.  ``tree``: the segment tree's nodes in pre-order as
     ``(depth, start, end, path)`` (path ``"2.1"``: child numbers from the document
     down), empty when the topics are one level; the topics are then its leaves.
+    ``topic_headings``: the heading path of each topic (``["Install", "GPU"]``).
     """
 
     units: list[tuple[int, int]]
@@ -311,6 +312,8 @@ class MarkedSpans:
     topic_scores: list[float] = field(default_factory=list)
     source: str = "sentences"
     tree: list[tuple[int, int, int, str]] = field(default_factory=list)
+    #: each topic's heading path (Markdown: the headings above its start), empty lists in plain text
+    topic_headings: list[list[str]] = field(default_factory=list)
 
 
 def sentence_segmentation(text: str) -> MarkedSpans:
@@ -349,6 +352,7 @@ class AutoSegmenter:
                     topic_scores=[float(s.score) for s in topics],
                     source="segmenter",
                     tree=[(n.depth, n.start, n.end, p) for n, p in zip(nodes, topics.node_paths())] if deep else [],
+                    topic_headings=[list(s.headings) for s in topics],
                 ),
                 "",
             )

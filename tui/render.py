@@ -40,13 +40,15 @@ def document_excerpt(
     cursor_spans: tuple[tuple[int, int] | None, tuple[int, int] | None] = (None, None),
     context: int = 160,
     tree: list[tuple[int, int, int, str]] | None = None,
+    headings: list[list[str]] | None = None,
 ) -> tuple[Text, tuple[int, int]]:
     """The text around ``window_span`` with units, topic starts, window and cursor tokens marked.
 
     Units alternate two colours; a topic that starts inside the excerpt gets a
     ``── topic k ──`` line before it (with a segment ``tree``, ``(depth, start, end,
     path)`` nodes: ``── 2 ─ 2.1 ──``, every node that opens there, the document's
-    children first); the window has a background; the two tokens under the matrix
+    children first), and the topic's heading path where ``headings`` (one per topic) has one
+    (``── topic 2 · Install › GPU ──``); the window has a background; the two tokens under the matrix
     cursor are highlighted (row yellow, column cyan).
     Returns the Rich text and the ``(start, end)`` characters it covers.
     """
@@ -72,6 +74,8 @@ def document_excerpt(
             if out.plain and not out.plain.endswith("\n"):
                 out.append("\n")
             label = " ─ ".join(opening[lo]) if lo in opening else f"topic {k + 1}"
+            if headings and k < len(headings) and headings[k]:
+                label += " · " + " › ".join(headings[k])
             out.append(f"── {label} ──\n", style=TOPIC_STYLE)
         u = int(np.searchsorted(unit_starts, lo, side="right") - 1)
         style = UNIT_STYLES[u % 2]

@@ -144,3 +144,42 @@ def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engin
         summary = " ".join(summary.split())  # the browser's text collapses runs of spaces
         assert f"node {path} [{n['start']}, {n['end']}) {n['token_count']} tokens {len(n['children'])} parts" in summary
     assert visible_before and not visible_after  # a node folds away its parts
+
+
+def test_viewer_page_names_the_headings_on_the_plot(live_url, engine):
+    """Issue 34: Markdown headings above the boundary plot (where a segment opens under a new one) and
+    each segment's heading path in its box."""
+    import asyncio
+
+    text = ("# Kitchen\n\nBread needs flour, water, salt and yeast. Knead the dough for ten minutes. "
+            "Let it rise until it doubles.\n\n# Sky\n\nThe telescope was pointed at Jupiter after sunset. "
+            "Its four largest moons appeared as bright points beside the planet.\n")
+    expected = asyncio.run(engine.runner.segment(text, {"structure": "markdown"})).to_dict()
+    titles, last = [], None
+    for s in expected["segments"]:
+        t = s["headings"][-1] if s["headings"] else None
+        if t is not None and t != last:
+            titles.append((t, s["start"]))
+        last = t
+    assert [t for t, _ in titles] == ["Kitchen", "Sky"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(live_url + "/")
+            page.fill("#text", text)
+            page.select_option("#opt-structure", "markdown")
+            page.click("#go")
+            page.wait_for_selector("#segments-out .seg", timeout=60_000)
+            labels = page.locator("#plot text.heading")
+            # the label's own text, without its <title> (the whole path, shown on hover)
+            got = [(labels.nth(i).evaluate("e => e.firstChild.textContent"), float(labels.nth(i).get_attribute("x")),
+                    labels.nth(i).locator("title").text_content()) for i in range(labels.count())]
+            boxes = page.locator("#segments-out .seg .head").all_inner_texts()
+        finally:
+            browser.close()
+    assert [t for t, _, _ in got] == [t for t, _ in titles] and [h for *_, h in got] == ["Kitchen", "Sky"]
+    for (_, x, _), (_, start) in zip(got, titles):
+        assert x == pytest.approx(start / len(text) * 1000 + 2, abs=1e-3)
+    for box, seg in zip(boxes, expected["segments"]):
+        assert ("§ " + " › ".join(seg["headings"])) in box

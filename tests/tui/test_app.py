@@ -559,3 +559,15 @@ def test_document_excerpt_and_header_mark_a_segment_tree():
     assert "topics: 3, the leaves of a tree of 2 levels" in head and lines[0] in head and lines[2] in head
     flat = window_header(Doc(), 0, MarkedSpans(units=units, topics=topics, source="segmenter")).plain
     assert "tree 1" not in flat and "topics: 3\n" in flat
+
+
+def test_document_excerpt_names_each_topics_headings():
+    """Issue 34: a topic line carries the heading path of the topic it opens (Markdown); plain text has none."""
+    text = "# A\n\nOne two.\n\n## B\n\nThree four."
+    units = [(0, 5), (5, 15), (15, 21), (21, 32)]
+    topics = [(0, 15), (15, 32)]
+    body, _ = document_excerpt(text, (15, 32), units, topics, (None, None), context=100,
+                               headings=[["A"], ["A", "B"]])
+    assert "── topic 2 · A › B ──\n## B" in body.plain
+    body, _ = document_excerpt(text, (15, 32), units, topics, (None, None), context=100, headings=[[], []])
+    assert "── topic 2 ──\n## B" in body.plain

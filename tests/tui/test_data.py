@@ -243,6 +243,11 @@ def test_auto_segmenter_marks_the_segment_tree(tiny_bert):
     assert seg.topics == [(s.start, s.end) for s in flat]
     want = [(n.depth, n.start, n.end, p) for n, p in zip(tree.nodes, tree.node_paths())]
     assert seg.tree == (want if any(n.depth > 1 for n in tree.nodes) else [])
+    assert seg.topic_headings == [[] for _ in flat]  # plain text: no headings
+    md = "# Games\n\n" + TEXT + "\n\n# More games\n\n" + TEXT
+    marked, _ = AutoSegmenter(model=tiny_bert)(md)
+    assert marked.topic_headings == [list(s.headings) for s in real.segment(md)]
+    assert marked.topic_headings[0] == ["Games"] and ["More games"] in marked.topic_headings
 
 
 def _npz_bytes(**arrays) -> bytes:
