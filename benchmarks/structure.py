@@ -9,6 +9,8 @@ at each ``--budgets`` value (``none``: no limit), for each chunker:
 * **cuts inside a line**: chunk starts inside a line (not at its start) that do not follow
   a sentence's end (:func:`headseg.segmenter.blocks.after_sentence_end`), lines over the
   budget aside;
+* **cuts at a soft line break**: chunk starts at the start of a paragraph's second or later line
+  where no sentence ends before it (a hard-wrapped paragraph cut mid-sentence);
 * **headings opening a chunk**: the share of headings at which a chunk starts, or at the blank
   lines right before it, or at a heading right above it (a run of headings with nothing
   between them opens one chunk).
@@ -64,9 +66,10 @@ def line_bounds(text: str) -> list[int]:
     return line_starts(text)
 
 
-def measure(text: str, starts: list[int], structure, count, budget: int | None) -> tuple[int, int, int, int, int]:
-    """``(fitting blocks cut, code blocks and tables, cuts inside a line, headings opening, headings)``
-    of the chunks starting at ``starts`` (sorted, 0 first)."""
+def measure(text: str, starts: list[int], structure, count, budget: int | None) -> tuple[int, ...]:
+    """``(fitting blocks cut, code blocks and tables, cuts inside a line, headings opening, headings,
+    cuts at a soft line break)`` of the chunks starting at ``starts`` (sorted, 0 first).  A soft line
+    break: the start of a paragraph's second or later line, where no sentence ends before it."""
     from headseg.segmenter.blocks import after_sentence_end, at_line_start, content_start
 
     cuts = [c for c in starts if 0 < c < len(text)]
@@ -85,6 +88,14 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
         li = bisect.bisect_right(lines, c) - 1
         if budget is None or count(text[lines[li]:lines[li + 1]]) <= budget:
             inside += 1
+    paragraphs = [b for b in structure.blocks if b.kind == "paragraph"]
+    para_starts = [b.start for b in paragraphs]
+    soft = 0
+    for c in cuts:
+        i = bisect.bisect_right(para_starts, c) - 1
+        if (i >= 0 and content_start(text, paragraphs[i].start, paragraphs[i].end) < c < paragraphs[i].end
+                and at_line_start(text, c) and not after_sentence_end(text, c)):
+            soft += 1
     heads = structure.headings
     ends = {b.start + len(text[b.start:b.end].rstrip()): b for b in heads}
     chunk_starts = set(starts)
@@ -102,7 +113,7 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
             break
         if any(c in chunk_starts for c in range(lo, content_start(text, h.start, h.end) + 1)):
             opened += 1
-    return cut_blocks, len(blocks), inside, opened, len(heads)
+    return cut_blocks, len(blocks), inside, opened, len(heads), soft
 
 
 def headseg_chunker(segmenter):
@@ -177,7 +188,7 @@ def main() -> None:
     rows = []
     for name, chunk in chunkers.items():
         for budget in budgets:
-            t0, tot, skipped = time.time(), np.zeros(5, dtype=np.int64), False
+            t0, tot, skipped = time.time(), np.zeros(6, dtype=np.int64), False
             for (_, text), st in zip(docs, structures):
                 starts = chunk(text, budget)
                 if starts is None:
@@ -199,6 +210,8 @@ def main() -> None:
           + " | ".join(cell(r, lambda r: str(r[0])) for _, _, r in rows) + " |")
     print("| cuts inside a line, not after a sentence's end | "
           + " | ".join(cell(r, lambda r: str(r[2])) for _, _, r in rows) + " |")
+    print("| cuts at a soft line break of a paragraph, mid-sentence | "
+          + " | ".join(cell(r, lambda r: str(r[5])) for _, _, r in rows) + " |")
     print(f"| headings that open a chunk (of {next(r[4] for _, _, r in rows if r is not None)}) | "
           + " | ".join(cell(r, lambda r: f"{100 * r[3] / max(r[4], 1):.0f} %") for _, _, r in rows) + " |")
 

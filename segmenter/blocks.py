@@ -142,6 +142,13 @@ def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Stru
                         allowed[i + 1] = False
                         soft[i + 1] = True
                 continue
+            if b.kind == "paragraph":
+                # a hard-wrapped paragraph's soft line breaks are not sentence ends: no cut there (given
+                # back by _relax only where a sentence alone outgrows the limits)
+                for i in range(lo, hi):
+                    if at_line[i] and not after_sentence_end(text, int(starts[i])):
+                        allowed[i] = False
+                continue
             if b.kind not in ATOMIC or hi <= lo:
                 continue
             if budget.fits(b.start, b.end):

@@ -238,3 +238,31 @@ def test_a_heading_opens_a_chunk_with_a_list_kept_whole(seg):
     assert not [c for c in r.boundaries if lst.start < c < lst.end]
     assert text.index("## Next") in r.boundaries and text.index("## Last") in r.boundaries
     assert np.all([s.token_count <= 40 for s in r])
+
+
+WRAPPED = ("The committee met on Monday and it approved the budget after\na long debate about the roads. "
+           "Rain fell all night over the\nharbour and the river rose quickly. Farmers moved their cattle to\n"
+           "higher ground before dawn.\n")
+
+
+def test_a_hard_wrapped_paragraph_is_never_cut_at_a_soft_line_break(seg, tokenizer):
+    """Issue 34: a line break inside a paragraph where no sentence ends is no place for a cut while the
+    sentence fits; only a sentence longer than the budget gives its soft breaks back."""
+    from headseg.segmenter.blocks import after_sentence_end
+
+    text = "# Notes\n\n" + WRAPPED + "\n## Second\n\n" + WRAPPED.replace("committee", "council")
+    st = read_markdown(text)
+    paragraphs = [b for b in st.blocks if b.kind == "paragraph"]
+    soft = {text.index(line, b.start) for b in paragraphs for line in text[b.start:b.end].splitlines(True)[1:]
+            if not after_sentence_end(text, text.index(line, b.start))}
+    assert len(soft) == 6  # three soft breaks in each paragraph
+    units, prior = _prior(text, tokenizer, 24)
+    for i, (a, _) in enumerate(units):
+        if a in soft:
+            assert not prior.allowed[i]
+    for budget in (24, 32, 48, None):
+        r = seg.segment(text, max_tokens=budget, structure="markdown")
+        assert "".join(s.text for s in r) == text and not set(r.boundaries) & soft, (budget, r.boundaries)
+    # 12 tokens: the sentences are longer than the budget, so their soft breaks are cut again
+    r = seg.segment(text, max_tokens=12, structure="markdown")
+    assert set(r.boundaries) & soft and all(s.token_count <= 12 for s in r)
