@@ -107,9 +107,11 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
 
     heads = structure.headings if structure is not None else ()
     present = sorted({h.level for h in heads})
-    # the highest heading levels that still cut the text: one lone "# Title" anchors no section
-    top = next((j for j, lv in enumerate(present) if sum(h.level <= lv and h.start > 0 for h in heads) > 0
-                and sum(h.level <= lv for h in heads) > 1), len(present) - 1)
+    def makes_sections(lv: int) -> bool:
+        """Whether the headings of level ``lv`` and higher cut the text (a lone ``# Title`` does not)."""
+        return sum(h.level <= lv for h in heads) > 1 and any(h.level <= lv and h.start > 0 for h in heads)
+
+    top = next((j for j, lv in enumerate(present) if makes_sections(lv)), len(present) - 1)
 
     def level_structure(k: int) -> "Structure | None":
         """The leaves see every heading; each level above drops the deepest heading level left, down to
