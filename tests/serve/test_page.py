@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -45,30 +46,38 @@ def live_url(engine):
     thread.join(10)
 
 
-def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
-    import asyncio
-
-    # no option set: the page's defaults, and the three paragraphs of TOPICS are its three segments
-    expected = asyncio.run(engine.runner.segment(TOPICS, {})).to_dict()
-    assert [s["start"] for s in expected["segments"]] == [0, *(TOPICS.index(p) for p in TOPICS.split("\n\n")[1:])]
+@contextlib.contextmanager
+def viewer(url: str):
+    """The viewer page of ``url`` in headless Chromium: ``(page, errors)``, the page's script errors
+    collected as they happen; the browser is closed after the block."""
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1100, "height": 900})
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(live_url + "/")
-            page.fill("#text", TOPICS)
-            page.click("#go")
-            page.wait_for_selector("#segments-out .seg", timeout=60_000)
-            shown = page.locator("#segments-out .seg").all_inner_texts()
-            bars = page.locator("#plot rect.boundary")
-            heights = [float(bars.nth(i).get_attribute("height")) for i in range(bars.count())]
-            status = page.inner_text("#status")
-            shot = os.environ.get("HEADSEG_VIEWER_SCREENSHOT") or str(tmp_path / "viewer.png")
-            page.screenshot(path=shot, full_page=True)
+            page.goto(url + "/")
+            yield page, errors
         finally:
             browser.close()
+
+
+def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
+    import asyncio
+
+    # no option set: the page's defaults, and the three paragraphs of TOPICS are its three segments
+    expected = asyncio.run(engine.runner.segment(TOPICS, {})).to_dict()
+    assert [s["start"] for s in expected["segments"]] == [0, *(TOPICS.index(p) for p in TOPICS.split("\n\n")[1:])]
+    with viewer(live_url) as (page, errors):
+        page.fill("#text", TOPICS)
+        page.click("#go")
+        page.wait_for_selector("#segments-out .seg", timeout=60_000)
+        shown = page.locator("#segments-out .seg").all_inner_texts()
+        bars = page.locator("#plot rect.boundary")
+        heights = [float(bars.nth(i).get_attribute("height")) for i in range(bars.count())]
+        status = page.inner_text("#status")
+        shot = os.environ.get("HEADSEG_VIEWER_SCREENSHOT") or str(tmp_path / "viewer.png")
+        page.screenshot(path=shot, full_page=True)
     assert not errors
     assert status.startswith("3 segments")
     assert len(shown) == len(expected["segments"]) == 3
@@ -103,34 +112,26 @@ def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engin
     walk(expected["tree"], "")
     inner = [(path, n) for path, n in nodes if n["children"]]
     assert inner and max(n["depth"] for _, n in nodes) >= 2  # a tree with a level above the leaves
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(live_url + "/")
-            page.fill("#text", text)
-            page.select_option("#opt-level", "tree")
-            page.fill("#opt-max_tokens", "60")
-            page.click("#go")
-            page.wait_for_selector("#segments-out details.node", timeout=60_000)
-            bands = page.locator("#plot rect.band")
-            got_bands = [(bands.nth(i).get_attribute("data-path"), float(bands.nth(i).get_attribute("x")),
-                          float(bands.nth(i).get_attribute("width")), float(bands.nth(i).get_attribute("y")))
-                         for i in range(bands.count())]
-            folds = [page.locator(f'details.node[data-path="{path}"]') for path, _ in inner]
-            summaries = [f.locator(":scope > summary").inner_text() for f in folds]
-            leaves_shown = page.locator("#segments-out .seg").count()
-            first = folds[0]
-            inside = first.locator(".seg").first
-            visible_before = inside.is_visible()
-            first.locator(":scope > summary").click()
-            visible_after = inside.is_visible()
-            status = page.inner_text("#status")
-            page.screenshot(path=str(tmp_path / "tree.png"), full_page=True)
-        finally:
-            browser.close()
+    with viewer(live_url) as (page, errors):
+        page.fill("#text", text)
+        page.select_option("#opt-level", "tree")
+        page.fill("#opt-max_tokens", "60")
+        page.click("#go")
+        page.wait_for_selector("#segments-out details.node", timeout=60_000)
+        bands = page.locator("#plot rect.band")
+        got_bands = [(bands.nth(i).get_attribute("data-path"), float(bands.nth(i).get_attribute("x")),
+                      float(bands.nth(i).get_attribute("width")), float(bands.nth(i).get_attribute("y")))
+                     for i in range(bands.count())]
+        folds = [page.locator(f'details.node[data-path="{path}"]') for path, _ in inner]
+        summaries = [f.locator(":scope > summary").inner_text() for f in folds]
+        leaves_shown = page.locator("#segments-out .seg").count()
+        first = folds[0]
+        inside = first.locator(".seg").first
+        visible_before = inside.is_visible()
+        first.locator(":scope > summary").click()
+        visible_after = inside.is_visible()
+        status = page.inner_text("#status")
+        page.screenshot(path=str(tmp_path / "tree.png"), full_page=True)
     assert not errors
     assert status.startswith(f"{len(expected['segments'])} segments (the leaves of a tree of")
     assert leaves_shown == len(expected["segments"])
@@ -162,22 +163,16 @@ def test_viewer_page_names_the_headings_on_the_plot(live_url, engine):
             titles.append((t, s["start"]))
         last = t
     assert [t for t, _ in titles] == ["Kitchen", "Sky"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1100, "height": 900})
-            page.goto(live_url + "/")
-            page.fill("#text", text)
-            page.select_option("#opt-structure", "markdown")
-            page.click("#go")
-            page.wait_for_selector("#segments-out .seg", timeout=60_000)
-            labels = page.locator("#plot text.heading")
-            # the label's own text, without its <title> (the whole path, shown on hover)
-            got = [(labels.nth(i).evaluate("e => e.firstChild.textContent"), float(labels.nth(i).get_attribute("x")),
-                    labels.nth(i).locator("title").text_content()) for i in range(labels.count())]
-            boxes = page.locator("#segments-out .seg .head").all_inner_texts()
-        finally:
-            browser.close()
+    with viewer(live_url) as (page, _):
+        page.fill("#text", text)
+        page.select_option("#opt-structure", "markdown")
+        page.click("#go")
+        page.wait_for_selector("#segments-out .seg", timeout=60_000)
+        labels = page.locator("#plot text.heading")
+        # the label's own text, without its <title> (the whole path, shown on hover)
+        got = [(labels.nth(i).evaluate("e => e.firstChild.textContent"), float(labels.nth(i).get_attribute("x")),
+                labels.nth(i).locator("title").text_content()) for i in range(labels.count())]
+        boxes = page.locator("#segments-out .seg .head").all_inner_texts()
     assert [t for t, _, _ in got] == [t for t, _ in titles] and [h for *_, h in got] == ["Kitchen", "Sky"]
     for (_, x, _), (_, start) in zip(got, titles):
         assert x == pytest.approx(start / len(text) * 1000 + 2, abs=1e-3)
