@@ -25,6 +25,7 @@ descriptions (the body of ``*.dist-info/METADATA`` over 3 KB whose
 
     python benchmarks/structure.py [--budgets 128,256,512,none] [--site .venv/lib/python3.11/site-packages]
         [--limit N] [--methods headseg,langchain]
+    python benchmarks/structure.py --files '/usr/share/doc/**/*.md'   # held out: not what the bonus was set on
 
 Unit vectors are computed once per document and unit (each unit is encoded alone, so a
 unit's vector does not depend on the budget).  Prints a Markdown table.
@@ -42,6 +43,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def held_out(pattern: str, limit: int | None) -> list[tuple[str, str]]:
+    """``(name, text)`` of the Markdown files matching ``pattern`` (a recursive glob) of 3 to 100 KB:
+    documents the heading bonus was not set on (``--files '/usr/share/doc/**/*.md'``)."""
+    import glob
+
+    paths = sorted(p for p in glob.glob(pattern, recursive=True)
+                   if Path(p).is_file() and 3000 < Path(p).stat().st_size <= 100_000)
+    out = [(p, Path(p).read_text(encoding="utf-8", errors="replace")) for p in paths]
+    return out[:limit] if limit else out
 
 
 def documents(site: Path, limit: int | None) -> list[tuple[str, str]]:
@@ -167,6 +179,8 @@ def main() -> None:
     ap.add_argument("--site", default=str(SITE))
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
     ap.add_argument("--methods", default="headseg,langchain")
+    ap.add_argument("--files", default=None, metavar="GLOB",
+                    help="measure these Markdown files (3-100 KB) instead of the repository's and --site's")
     args = ap.parse_args()
     budgets = [None if b == "none" else int(b) for b in args.budgets.split(",")]
 
@@ -180,7 +194,7 @@ def main() -> None:
     def count(t: str) -> int:
         return len(tokenize(t, tokenizer))
 
-    docs = documents(Path(args.site), args.limit)
+    docs = held_out(args.files, args.limit) if args.files else documents(Path(args.site), args.limit)
     structures = [read_markdown(t) for _, t in docs]
     methods = {"headseg": lambda: headseg_chunker(segmenter), "langchain": lambda: langchain_chunker(count)}
     chunkers = {m: methods[m]() for m in args.methods.split(",")}
