@@ -197,3 +197,22 @@ def heading_mask(units: Sequence[tuple[int, int]], structure: Structure) -> np.n
     """``[U]`` bool: unit ``i`` starts a heading of ``structure``."""
     starts = {content_start(structure.text, b.start, b.end) for b in structure.headings}
     return np.asarray([a in starts for a, _ in units], dtype=bool)
+
+
+#: how far one Markdown block may widen the search's length bound to be kept whole (× ``max_units``)
+BLOCK_STRETCH = 4
+
+
+def units_bound(units: Sequence[tuple[int, int]], structure: Structure | None, max_units: int) -> int:
+    """The search's length bound in units for a text: ``max_units``, or where a block that must stay
+    whole (a code block, table, list...) holds more units than that, enough for it and the unit before
+    it, up to ``BLOCK_STRETCH · max_units``.  A block the bound cannot hold is cut between its pieces
+    (:func:`_relax`); a 431-line code block without a budget was, at the bound of 400.  O(U + B)."""
+    if structure is None or not len(units):
+        return max_units
+    starts = np.asarray([a for a, _ in units], dtype=np.int64)
+    most = 0
+    for b in structure.blocks:
+        if b.kind in ATOMIC:
+            most = max(most, int(np.searchsorted(starts, b.end, "left") - np.searchsorted(starts, b.start, "left")))
+    return int(min(max(max_units, most + 2), BLOCK_STRETCH * max_units))

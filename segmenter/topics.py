@@ -30,7 +30,7 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
-from .blocks import heading_mask, structure_prior
+from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
 from .limits import SizeLimits, TokenMeasure, repair_cuts
 from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
@@ -399,6 +399,7 @@ def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
+    params = replace(params, max_units=units_bound(units, structure, params.max_units))  # a long block kept whole
     same_line = starts_same_line(text, units)
     own = params.heading_tokens
     marked = None if structure is None else heading_mask(units, structure)

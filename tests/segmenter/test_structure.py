@@ -266,3 +266,23 @@ def test_a_hard_wrapped_paragraph_is_never_cut_at_a_soft_line_break(seg, tokeniz
     # 12 tokens: the sentences are longer than the budget, so their soft breaks are cut again
     r = seg.segment(text, max_tokens=12, structure="markdown")
     assert set(r.boundaries) & soft and all(s.token_count <= 12 for s in r)
+
+
+def test_a_code_block_longer_than_the_search_bound_is_kept_whole(seg):
+    """A block of more units than TopicParams.max_units (400) widens the bound for its text (up to
+    BLOCK_STRETCH times), so without a budget it is not cut; before, its lines were given back."""
+    from headseg.segmenter.blocks import BLOCK_STRETCH, units_bound
+
+    code = "".join(f"x{i} = compute({i})\n" for i in range(430))
+    text = ("# Report\n\nThe report is a JSON document. It is written on demand.\n\n```js\n" + code
+            + "```\n\n## Use\n\nRead it with any JSON parser. It has one key per section.\n")
+    st = read_markdown(text)
+    block = next(b for b in st.blocks if b.kind == "code")
+    units = split_at_blocks(text, seg.units(text), st)
+    inside = sum(block.start <= a < block.end for a, _ in units)
+    assert inside > 400
+    assert units_bound(units, st, 400) == inside + 2 and units_bound(units, None, 400) == 400
+    assert units_bound(units, st, 100) == BLOCK_STRETCH * 100  # the widening is bounded
+    r = seg.segment(text, structure="markdown")
+    assert "".join(s.text for s in r) == text
+    assert not [c for c in r.boundaries if block.start < c < block.end]
