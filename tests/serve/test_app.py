@@ -82,6 +82,11 @@ BAD = [
     (b'{"text": "a", "documents": []}', 422, "not both"),
     (b'{"level": "unit"}', 422, "'text' (one document) or 'documents' (a list) is required"),
     (b'{"text": "a", "max_chars": 1e400}', 422, "max_chars must be a positive integer"),
+    # issue 35 item 9: every size option (an HTTP 500 before)
+    (b'{"text": "a", "min_chars": 1e400}', 422, "min_chars must be a positive integer up to 2**53"),
+    (b'{"text": "a", "max_tokens": 1e400}', 422, "max_tokens must be a positive integer up to 2**53"),
+    (b'{"text": "a", "target_tokens": 1e400}', 422, "target_tokens must be a positive integer up to 2**53"),
+    (b'{"text": "a", "segments": 1e400}', 422, "segments must be a positive integer up to 2**53"),
     (b'{"text": "a", "max_tokens": 1' + b"0" * 400 + b'}', 422, "max_tokens"),
     (b'{"text": "a", "penalty": 1e400}', 422, "penalty must be a number"),
     (b'{"text": "\\ud800"}', 422, "lone surrogate"),
