@@ -40,24 +40,14 @@ def main() -> None:
     ap.add_argument("--corpora", default=None, help="comma-separated corpus names (default all)")
     args = ap.parse_args()
 
-    from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
     from headseg.api import Segmenter
-    from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import (chunk_all, chunk_all_with_parents, evaluate_chunks,
                                                         fixed_token_chunker, format_row, format_table,
-                                                        headseg_chunker, headseg_tree_chunker, load_retrieval,
-                                                        recursive_chunker)
+                                                        headseg_chunker, headseg_tree_chunker, recursive_chunker)
     from headseg.segmenter.tree import TREE_SCALE
+    from retrieval import setup  # this folder's retrieval benchmark: the same set-up
 
-    rs = load_retrieval(args.data, None if args.corpora is None else args.corpora.split(","))
-    tok = Tokenizer.from_dir(embedded_model_path())
-
-    def count(t: str) -> int:
-        return len(tok.encode(t)[0])
-
-    embedder = MeanPooledEmbedder()
-    qv = embedder.embed([q.text for q in rs.questions])
+    rs, tok, count, embedder, qv = setup(args.data, args.corpora)
     seg = Segmenter(quiet=True)
     load0 = os.getloadavg()[0]
     corpora = list(rs.corpora)

@@ -148,6 +148,25 @@ def lc_semantic_chunker(embedder):
     return chunk
 
 
+def setup(data: str, corpora: str | None):
+    """What every retrieval benchmark starts from: the retrieval set (``corpora``: comma-separated names, None
+    for all), the embedded model's tokenizer and token counter, the mean-pooled embedder and the questions'
+    vectors."""
+    from headseg.analysis.model import embedded_model_path
+    from headseg.analysis.tokenizer import Tokenizer
+    from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
+    from headseg.segmenter.evaluation.retrieval import load_retrieval
+
+    rs = load_retrieval(data, None if corpora is None else corpora.split(","))
+    tok = Tokenizer.from_dir(embedded_model_path())
+
+    def count(t: str) -> int:
+        return len(tok.encode(t)[0])
+
+    embedder = MeanPooledEmbedder()
+    return rs, tok, count, embedder, embedder.embed([q.text for q in rs.questions])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DATA))
@@ -158,21 +177,12 @@ def main() -> None:
     args = ap.parse_args()
 
     from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
     from headseg.api import Segmenter
-    from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import (chunk_all, evaluate_chunks, fixed_token_chunker,
-                                                        format_row, format_table, headseg_chunker, load_retrieval,
+                                                        format_row, format_table, headseg_chunker,
                                                         recursive_chunker)
 
-    rs = load_retrieval(args.data, None if args.corpora is None else args.corpora.split(","))
-    tok = Tokenizer.from_dir(embedded_model_path())
-
-    def count(t: str) -> int:
-        return len(tok.encode(t)[0])
-
-    embedder = MeanPooledEmbedder()
-    qv = embedder.embed([q.text for q in rs.questions])
+    rs, tok, count, embedder, qv = setup(args.data, args.corpora)
     methods = args.methods.split(",")
     seg = Segmenter() if any(m.startswith("headseg") for m in methods) else None
     load0 = os.getloadavg()[0]
