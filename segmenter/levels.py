@@ -44,6 +44,12 @@ class Prepared:
     #: the text's Markdown structure (:mod:`~headseg.segmenter.structure`), None for plain text
     structure: Structure | None = None
 
+    @property
+    def unit_tokens(self) -> np.ndarray:
+        """``[U]`` model tokens of each unit (a token counts for the unit its first character falls in)."""
+        r = unit_token_ranges(self.doc, self.units)
+        return r[:, 1] - r[:, 0]
+
     def finish(self, result: Segmentation) -> Segmentation:
         """``result`` with every segment's (and tree node's) ``token_count`` and ``headings`` (the
         heading path above its start; empty in plain text) filled in."""
@@ -145,8 +151,7 @@ def topic_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: 
 def topic_cuts(d: Prepared, x: np.ndarray, opts: "SegmentOptions",
                params: TopicParams) -> tuple[list[int], list[float]]:
     """Unit indices that open topic segments 2..m of ``d``, and their boundary strengths."""
-    r = unit_token_ranges(d.doc, d.units)
-    return document_boundaries(x, d.text, d.units, r[:, 1] - r[:, 0], d.measure, opts, params,
+    return document_boundaries(x, d.text, d.units, d.unit_tokens, d.measure, opts, params,
                                structure=d.structure)
 
 
@@ -163,8 +168,7 @@ def unit_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: L
 def tree_level(d: Prepared, x: np.ndarray | None, opts: "SegmentOptions", ctx: LevelContext) -> Segmentation:
     """A segment tree from the unit vectors ``x [U, D]`` (:mod:`~headseg.segmenter.tree`): the
     segments are its leaves, ``nodes`` the whole tree."""
-    r = unit_token_ranges(d.doc, d.units)
-    levels = tree_levels(x, d.text, d.units, r[:, 1] - r[:, 0], d.measure, opts, ctx.params,
+    levels = tree_levels(x, d.text, d.units, d.unit_tokens, d.measure, opts, ctx.params,
                          structure=d.structure, depth=opts.depth)
     cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
     flat = Segmentation.from_boundaries(d.text, cuts, scores, level="tree",
