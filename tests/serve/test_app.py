@@ -280,3 +280,15 @@ def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine,
         assert r.status_code == 200, r.text
         units = c.post("/v1/segment", json={"text": text, "level": "unit"}).json()["segments"]
         assert [s["start"] for s in r.json()["segments"]] == [s["start"] for s in units[::2]]
+
+
+def test_issue35_item25_the_page_offers_the_size_limits_and_says_what_a_score_is(client):
+    """The viewer page had no fields for max_tokens and target_tokens (what a RAG user tries first) and did
+    not say what a boundary's score means."""
+    page = client.get("/").text
+    assert '<script id="config" type="application/json">' in page, "the page's fields come from its config"
+    config = json.loads(page.split('<script id="config" type="application/json">')[1].split("</script>")[0])
+    assert {"max_tokens", "target_tokens"} <= set(config["options"])
+    assert config["options"]["max_tokens"]["description"] and config["options"]["target_tokens"]["description"]
+    legend = " ".join(page.split('<p id="legend">')[1].split("</p>")[0].split())
+    assert "boundary's <b>score</b>: how much scatter the segmentation saves" in legend
