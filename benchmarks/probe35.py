@@ -100,8 +100,10 @@ def main() -> int:
     held = []
     threading.Thread(target=lambda: held.append(silent.accept()), daemon=True).start()
     out = scratch / "r.jsonl"
+    corpus = scratch / "corpus.jsonl"  # the Ray engine reads corpora
+    corpus.write_text(json.dumps({"id": "a", "text": TEXT}) + "\n", encoding="utf-8")
     check(6, "--engine ray --address <silent listener>",
-          ["segment", str(doc), "--engine", "ray", "--address", f"127.0.0.1:{silent.getsockname()[1]}",
+          ["segment", str(corpus), "--engine", "ray", "--address", f"127.0.0.1:{silent.getsockname()[1]}",
            "--format", "jsonl", "--out", str(out)], 2, limit=30)
     silent.close()
     # 7: cost per byte
@@ -132,7 +134,7 @@ def main() -> int:
     check(14, "evaluate: both boundaries and labels", ["evaluate", str(gold)], 2)
     # 15: exit codes
     check(15, "tui --profile missing.json", ["tui", str(doc), "--profile", str(scratch / "missing.json")], 4)
-    check(15, "export --heads L99H0", ["export", "--heads", "L99H0", "--out", str(scratch / "art")], 2)
+    check(15, "export --heads 99:0 (layer 99 of 6)", ["export", "--heads", "99:0", "--out", str(scratch / "art")], 2)
 
     print("| item | case | expected exit | exit | seconds | ok | last stderr line |")
     print("|---:|---|---:|---:|---:|---|---|")
