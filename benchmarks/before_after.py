@@ -10,8 +10,9 @@ and this checkout's ``tests/`` copied over the old one, so the same test files r
 README, pyproject.toml and Makefile.  "After": the same test ids on this checkout's installed headseg.
 Each side runs under pytest with ``--junitxml``; a failure is classed as *behaviour* (an assertion on
 what the old code did), *absent* (the test needs a function or module the old code does not have: an
-``ImportError``, ``AttributeError`` or a missing fixture, which says the behaviour was not there but
-shows less) or *error*.  Run it from anywhere; it takes the time of the item tests twice (about 15
+``ImportError``, a module without the attribute, a missing fixture or a file that cannot be collected;
+that says the behaviour was not there, but shows less), *hung* (no answer within the item's time) or
+*error*.  Run it from anywhere; it takes the time of the item tests twice (about 15
 minutes for issue 35: the traced exports, the fp16 export and the broken model folders).
 """
 
