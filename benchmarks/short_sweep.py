@@ -62,8 +62,11 @@ def cache(path: Path, name: str) -> list[dict]:
     return docs
 
 
-def score(docs: list[dict], params) -> dict[str, tuple[float, bool, int, int]]:
-    """Per document: Pk, exact reference boundaries, predicted and reference segment counts."""
+def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[float, bool, int, int]]:
+    """Per document: Pk, exact reference boundaries, predicted and reference segment counts.
+
+    ``given``: the search is told the reference number of segments (``segments=k``).
+    """
     from headseg.analysis.text import tokenize
     from headseg.analysis.model import load_model
     from headseg.segmenter.evaluation.loaders import snap_offsets
@@ -73,9 +76,9 @@ def score(docs: list[dict], params) -> dict[str, tuple[float, bool, int, int]]:
     from headseg.segmenter.topics import document_boundaries
 
     tok = load_model(None, weights=False).tokenizer
-    opts = SegmentOptions()
     out = {}
     for d in docs:
+        opts = SegmentOptions(segments=len(d["bounds"]) + 1) if given else SegmentOptions()
         measure = TokenMeasure(d["text"], tokenize(d["text"], tok), None)
         cuts, _ = document_boundaries(d["x"], d["text"], d["units"], d["tokens"], measure, opts, params)
         hyp = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))

@@ -1,0 +1,199 @@
+"""How far a penalty rule, and other unit vectors, could take the short-document family (issue 33).
+
+The texts whose paragraphs are joined by spaces carry nothing but their sentences, so what
+the search finds there is bounded by the unit vectors.  Two measurements of that bound:
+
+* **Penalty ceiling** (cached vectors, ``benchmarks/short_sweep.py``'s cache, a minute): the
+  share of texts with exactly the reference boundaries under today's defaults, told the number
+  of segments, under the best single scale of the whole penalty (``TopicParams.scale``, priors
+  included, over ``--scales``), and under the best scale *per document* (an oracle: the text
+  counts when any scale of the grid makes it exact).  No rule that sets the penalty from the
+  document, however clever, does better than that oracle on the same vectors.
+* **Other unit vectors** (``--vectors``: the texts joined by spaces encoded again with the
+  torch backend, every head captured, two minutes): the unit vector made of other layers'
+  heads, another share of the model's own embedding, each unit encoded with its neighbours
+  (``--context``), or with the corpus' strongest directions removed ("all-but-the-top", Mu &
+  Viswanath 2018; the directions fitted on the paragraph family's units, a disjoint text set
+  from the same sources), each scored automatic and told k.
+
+    python benchmarks/short_ceiling.py
+    python benchmarks/short_ceiling.py --vectors
+
+Prints Markdown tables (docs/segmenter.md, "Short documents", quotes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import short_sweep  # noqa: E402
+
+JOINS = ("blank", "line", "space")
+
+
+def rate(res: dict, pick=lambda i: True) -> float:
+    v = [r[1] for i, r in res.items() if pick(i)]
+    return 100.0 * float(np.mean(v)) if v else float("nan")
+
+
+def penalty_ceiling(docs: list[dict], scales: list[float]) -> None:
+    from headseg.segmenter.topics import TopicParams
+
+    base = TopicParams()
+    rows = {"defaults": short_sweep.score(docs, base), "told k": short_sweep.score(docs, base, given=True)}
+    by_scale = {s: short_sweep.score(docs, replace(base, scale=s)) for s in scales}
+    best = max(scales, key=lambda s: rate(by_scale[s]))
+    rows[f"best single scale ({best:g})"] = by_scale[best]
+    for j in JOINS:  # the best single scale chosen for each join kind alone
+        bj = max(scales, key=lambda s, j=j: rate(by_scale[s], lambda i, j=j: i.endswith(j)))
+        rows.setdefault("best scale per join kind", {}).update(
+            {i: r for i, r in by_scale[bj].items() if i.endswith(j)})
+    rows["best scale per document (oracle)"] = {
+        i: (0.0, any(by_scale[s][i][1] for s in scales), 0, 0) for i in rows["defaults"]}
+    print(f"Penalty ceiling: {len(docs)} texts, scales {', '.join(f'{s:g}' for s in scales)}; "
+          "share with exactly the reference boundaries\n")
+    print("| rule | all | joined by blank lines | by line breaks | by spaces |")
+    print("|---|---:|---:|---:|---:|")
+    for name, res in rows.items():
+        cells = [rate(res)] + [rate(res, lambda i, j=j: i.endswith(j)) for j in JOINS]
+        print(f"| {name} | " + " | ".join(f"{c:.0f} %" for c in cells) + " |")
+
+
+def encode(docs: list[dict], context: int):
+    """Per document ``(Z [U, L·H, d], hidden [U, D])``: every head's context vectors pooled over each
+    unit's own tokens and normalised per head, and the normalised pooled last hidden state; a unit
+    is encoded alone, or with ``context`` units each side (pooled over its own tokens still)."""
+    from headseg.analysis.capture import iter_batches
+    from headseg.analysis.text import make_window
+    from headseg.api import Segmenter
+    from headseg.segmenter.encode import _unit_means, unit_token_ranges
+    from headseg.segmenter.options import SegmentOptions
+
+    seg = Segmenter(quiet=True, backend="torch")
+    enc = seg.encoder
+    info = seg.loaded.info
+    heads = [(layer, h) for layer in range(info.num_layers) for h in range(info.num_heads)]
+    out = []
+    for d in docs:
+        p = seg._prepare(d["text"], SegmentOptions())
+        r = unit_token_ranges(p.doc, p.units)
+        n = len(r)
+        items = []
+        for u in range(n):
+            a, b = int(r[max(0, u - context), 0]), int(r[min(n - 1, u + context), 1])
+            if b - a > 500:  # a window the model cannot take: the unit alone
+                a, b = int(r[u, 0]), int(r[u, 1])
+            w = make_window(p.doc, a, b, enc.tokenizer, index=u, with_tokens=False)
+            own = np.zeros(len(w), dtype=bool)
+            own[int(r[u, 0]) - a + 1: int(r[u, 1]) - a + 1] = True
+            own &= ~w.special
+            items.append((w, own))
+        z, hid = [], []
+        for batch in iter_batches(items, 64):
+            acts = enc.capture([w for w, _ in batch], heads=heads, hidden=True)
+            for b, (w, own) in enumerate(batch):
+                m = np.zeros(acts.z.shape[2], dtype=bool)
+                m[:len(own)] = own
+                z.append(acts.z[b][:, m].mean(axis=1))
+                hid.append(acts.hidden[b][m].mean(axis=0))
+        out.append((_unit_means(np.stack(z), np.ones(n)), _unit_means(np.stack(hid), np.ones(n))))
+    profile = np.zeros(info.num_layers * info.num_heads)
+    for (layer, h), w in zip(enc.topic_heads, enc.topic_weights):
+        profile[layer * info.num_heads + h] = w
+    return out, (info.num_layers, info.num_heads), profile, enc.output_weight
+
+
+def head_weights(num_layers: int, num_heads: int, layers: dict[int, float]) -> np.ndarray:
+    """``[L·H]``: every head of each layer in ``layers`` (layer -> weight) at its layer's weight."""
+    w = np.zeros(num_layers * num_heads)
+    for layer, v in layers.items():
+        w[layer * num_heads:(layer + 1) * num_heads] = v
+    return w
+
+
+def compose(feats, w: np.ndarray, share: float) -> list[np.ndarray]:
+    """Unit vectors from ``encode``'s features: the heads weighted by ``w [L·H]``, so a dot product is
+    the heads' cosines averaged by weight, and the model's embedding at ``share`` (encode.pool_units)."""
+    out = []
+    for z, hid in feats:
+        x = (z * np.sqrt(w / w.sum())[None, :, None]).reshape(len(z), -1)
+        out.append(np.hstack([x * np.sqrt(1.0 - share), hid * np.sqrt(share)]))
+    return out
+
+
+def vector_variants(docs: list[dict], para: list[dict], context: int) -> None:
+    from headseg.segmenter.topics import TopicParams
+
+    texts = [d for d in docs if d["id"].endswith("space")]
+    alone, (num_layers, num_heads), default, share = encode(texts, 0)
+    rows = [(f"today's (the profile's heads, embedding {share:g})", alone, default, share),
+            ("today's heads, embedding 0.7", alone, default, 0.7), ("today's heads, embedding 0.9", alone, default, 0.9)]
+    last = num_layers - 1
+    for layers, s in (({last: 1.0}, 0.0), ({last: 1.0}, share), ({last - 1: 1.0}, 0.0), ({last: 1.0, last - 1: 1.0}, share),
+                      ({last: 1.0, last - 1: 1.0, last - 2: 1.0}, share), ({0: 1.0}, 0.0)):
+        rows.append((f"every head of layer(s) {', '.join(str(k) for k in sorted(layers))}, embedding {s:g}",
+                     alone, head_weights(num_layers, num_heads, layers), s))
+    ctx, *_ = encode(texts, context)
+    rows.append((f"today's, each unit with {context} neighbour(s) each side", ctx, default, share))
+    params = TopicParams()
+
+    def scored(xs):
+        ds = [dict(d, x=x) for d, x in zip(texts, xs)]
+        return rate(short_sweep.score(ds, params)), rate(short_sweep.score(ds, params, given=True))
+
+    print(f"\nOther unit vectors: the {len(texts)} texts joined by spaces (torch backend, every head captured); "
+          "share with exactly the reference boundaries\n")
+    print("| unit vectors | automatic | told k |")
+    print("|---|---:|---:|")
+    for name, feats, w, s in rows:
+        a, k = scored(compose(feats, w, s))
+        print(f"| {name} | {a:.0f} % | {k:.0f} % |", flush=True)
+    # all-but-the-top, on the cached vectors (today's heads, the default engine): the strongest
+    # directions of the paragraph family's centred units removed from every unit
+    fit = np.vstack([d["x"] - d["x"].mean(axis=0) for d in para])
+    _, sv, vt = np.linalg.svd(fit - fit.mean(axis=0), full_matrices=False)
+    for r in (1, 4, 16):
+        v = vt[:r]
+        xs = [(x := d["x"] - d["x"].mean(axis=0)) - (x @ v.T) @ v for d in texts]
+        a, k = scored(xs)
+        print(f"| today's (cached), the {r} strongest direction(s) of {len(fit)} other units removed "
+              f"({100 * float((sv[:r] ** 2).sum() / (sv ** 2).sum()):.1f} % of their variance) | {a:.0f} % | {k:.0f} % |",
+              flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", type=Path, default=REPO / "runs" / "short_cache")
+    ap.add_argument("--scales", default="0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,1.1,1.2,1.4",
+                    help="scales of the whole penalty tried (comma-separated)")
+    ap.add_argument("--vectors", action="store_true", help="also encode the texts joined by spaces again")
+    ap.add_argument("--context", type=int, default=1, help="neighbours each side for the context variant")
+    args = ap.parse_args(argv)
+    try:
+        scales = [float(s) for s in args.scales.split(",")]
+    except ValueError:
+        ap.error(f"--scales must be numbers separated by commas (got {args.scales!r})")
+    if not scales or any(not 0 < s < float("inf") for s in scales):
+        ap.error("--scales must be positive numbers")
+    if args.context < 1:
+        ap.error("--context must be at least 1")
+    docs = short_sweep.cache(args.cache, "short_dev")
+    penalty_ceiling(docs, scales)
+    if args.vectors:
+        vector_variants(docs, short_sweep.cache(args.cache, "paragraphs_dev"), args.context)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
