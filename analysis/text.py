@@ -24,6 +24,14 @@ from .tokenizer import as_tokenizer
 # except before a digit (a decimal point such as "１．５").  Deliberately simple
 # and predictable; pass ``sentence_splitter=`` to the Segmenter for pysbd or spaCy.
 _TERMINAL = r"[\p{Sentence_Terminal}…]"
+#: the characters that end a line of plain text, as ``str.splitlines`` reads them (LF, CR, VT, FF, the
+#: information separators FS / GS / RS, NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR); CR LF is one break.
+#: Text pasted from word processors and PDF tools uses the Unicode ones; old Mac files a lone CR
+LINE_BREAK_CHARS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: one line break (a pattern): CR LF, or any of :data:`LINE_BREAK_CHARS`
+LINE_BREAK = "\r\n|[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]"
+#: finds the next line-break character (``.search(text, start, end)``)
+ANY_LINE_BREAK = re.compile(f"[{re.escape(LINE_BREAK_CHARS)}]")
 #: what may follow a sentence terminal and still end the sentence: closing brackets and quotes
 CLOSER = r"[\p{Pe}\p{Pf}\"']"
 #: terminals that need no whitespace after them: every non-ASCII sentence terminal
@@ -32,7 +40,7 @@ _UNSPACED = r"[\p{Sentence_Terminal}--[\x00-\x7f\u2024\uFE52\u0589]]"
 _SENT_END = regex.compile(
     # never starting inside a run of terminals: each start would rescan the run ('.' * N was quadratic)
     rf"(?<!{_TERMINAL})(?:{_TERMINAL}*{_UNSPACED}{_TERMINAL}*{CLOSER}*(?!\p{{Nd}})|{_TERMINAL}+{CLOSER}*(?=\s))"
-    r"|\r\n|\n|\r",
+    rf"|{LINE_BREAK}",
     regex.V1,
 )
 # Abbreviations and initials that a full stop does not end a sentence after.

@@ -26,10 +26,13 @@ from typing import Sequence
 
 import numpy as np
 
+from headseg.analysis.text import ANY_LINE_BREAK, LINE_BREAK, LINE_BREAK_CHARS
+
 from .units import looks_like_heading
 
-#: a blank line: two line breaks with only spaces or tabs between them
-_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
+#: a blank line: two line breaks with only spaces or tabs (any whitespace but a line break) between
+#: them, or a PARAGRAPH SEPARATOR, which is one by definition
+_BLANK_LINE = re.compile(rf"(?:{LINE_BREAK})[^\S{re.escape(LINE_BREAK_CHARS)}]*(?:{LINE_BREAK})|\u2029")
 #: a speaker's label opening a line of a transcript: a name of up to four words, then a colon
 _SPEAKER = re.compile(r"[^\W\d_][\w.'-]*(?: [\w.'-]+){0,3}:\s")
 
@@ -52,7 +55,7 @@ def starts_same_line(text: str, units: Sequence[tuple[int, int]]) -> np.ndarray:
     """``[U]`` bool: unit ``i`` starts on the line unit ``i - 1`` started on (no line break between; the first: False)."""
     out = np.zeros(len(units), dtype=bool)
     for i in range(1, len(units)):
-        out[i] = "\n" not in text[units[i - 1][0]:units[i][0]]
+        out[i] = ANY_LINE_BREAK.search(text, units[i - 1][0], units[i][0]) is None
     return out
 
 

@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from headseg.analysis.text import ANY_LINE_BREAK
+
 #: a speaker label at a line start: "B: ", "Professor E: ", "Dr. Smith: "
 SPEAKER_LABEL = re.compile(r"[ \t]*([A-Z][\w.'\-]*(?: [\w.'\-]+){0,3})[ \t]*:[ \t]+")
 #: the share of lines that must carry a label for a text to read as a transcript
@@ -34,8 +36,8 @@ def line_labels(text: str) -> list[tuple[int, int]]:
     labelled, names, lines = [], set(), 0
     start = 0
     while start <= len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
+        m = ANY_LINE_BREAK.search(text, start)
+        end = len(text) if m is None else m.start()
         if text[start:end].strip():
             lines += 1
             m = SPEAKER_LABEL.match(text, start, end)

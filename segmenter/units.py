@@ -31,7 +31,7 @@ import regex
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.norms import is_punctuation
 from headseg.analysis.progress import progress_bar
-from headseg.analysis.text import CLOSER, make_window, split_sentences, tile_spans, window_width
+from headseg.analysis.text import CLOSER, LINE_BREAK_CHARS, make_window, split_sentences, tile_spans, window_width
 
 
 @dataclass
@@ -112,7 +112,7 @@ def _lines(text: str):
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if c in "\r\n":
+        if c in LINE_BREAK_CHARS:
             end = i + 2 if c == "\r" and i + 1 < n and text[i + 1] == "\n" else i + 1
             spans.append((start, end))
             start = i = end

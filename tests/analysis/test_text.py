@@ -21,8 +21,18 @@ def test_split_sentences_examples():
     assert parts == ["Dr. Smith arrived. ", "He sat down!  ", "Then: nothing?\n", "New line here\r\n", "And the end"]
 
 
+def test_a_line_ends_at_every_break_str_splitlines_knows():
+    # text pasted from word processors and PDF tools breaks its lines with the Unicode separators, old
+    # Mac files with a lone CR: each ends a line (and so a unit) as LF does; CR LF is one break
+    for brk in ("\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"):
+        text = f"First line here{brk}Second line here{brk}Third"
+        assert text.splitlines() == ["First line here", "Second line here", "Third"]
+        assert [text[a:b] for a, b in split_sentences(text)] == [f"First line here{brk}", f"Second line here{brk}",
+                                                                 "Third"], repr(brk)
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("ab .!?\n\r\t\"')…é😀中")), max_size=80))
+@given(st.text(alphabet=st.sampled_from(list("ab .!?\n\r\t\"')…é😀中\u2028\u2029\x85")), max_size=80))
 def test_split_sentences_tiles_any_text(text):
     spans = split_sentences(text)
     assert "".join(text[a:b] for a, b in spans) == text

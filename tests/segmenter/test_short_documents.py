@@ -59,7 +59,8 @@ def segmenter():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("joint", ["\n\n", "\n"], ids=["blank-lines", "line-breaks"])
+@pytest.mark.parametrize("joint", ["\n\n", "\n", "\r\n\r\n", "\r", "\u2029"],
+                         ids=["blank-lines", "line-breaks", "crlf-blank-lines", "cr-line-breaks", "paragraph-separators"])
 @pytest.mark.parametrize("paragraphs", TEXTS, ids=["orchard", "violin", "printer"])
 def test_three_unrelated_paragraphs_are_three_segments(segmenter, paragraphs, joint):
     text = joint.join(paragraphs) + "\n"
@@ -88,6 +89,15 @@ def _units(text):
     (TURNS, [False] * 6),
     # no line break at all: one paragraph
     ("One is here. Two is here. Three is here.", [False, False, False]),
+    # every line break str.splitlines knows is one: CR LF, a lone CR (old Mac files), the Unicode
+    # separators pasted from word processors; a PARAGRAPH SEPARATOR alone opens a paragraph
+    ("One is here. Two is here.\r\n\r\nThree is here. Four is here.\r\n", [False, False, True, False]),
+    ("One a. Two a. Three a.\rFour b. Five b. Six b.\r", [False, False, False, True, False, False]),
+    ("One a. Two a. Three a.\u2028Four b. Five b. Six b.", [False, False, False, True, False, False]),
+    ("One is here. Two is here.\u2029Three is here. Four is here.", [False, False, True, False]),
+    ("One is here. Two is here.\n\u00a0\t\nThree is here.", [False, False, True]),
+    # a line of other whitespace is blank, a page break between lines is a line break, not a blank line
+    ("One is here.\nTwo is here.\x0cThree is here.", [False, False, False]),
 ])
 def test_paragraph_starts(text, expected):
     units = _units(text)

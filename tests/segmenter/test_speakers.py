@@ -28,6 +28,17 @@ def test_a_transcript_is_recognised_and_its_labels_found():
     assert dict(labels)[MEETING.index("Project")] == MEETING.index("Then")
 
 
+@pytest.mark.parametrize("brk", ["\r\n", "\r", "\u2028"])
+def test_a_transcript_with_other_line_breaks_has_the_same_labels(brk):
+    # a file saved on Windows or old Macs, or pasted with Unicode line separators, is the same transcript
+    text = MEETING.replace("\n", brk)
+    shift = len(brk) - 1
+    lines = [i for i in range(len(MEETING)) if i == 0 or MEETING[i - 1] == "\n"]
+    expected = [(s + shift * k, e + shift * k) for k, (s, e) in enumerate(line_labels(MEETING))]
+    assert [s for s, _ in expected] == [i + shift * k for k, i in enumerate(lines)]
+    assert line_labels(text) == expected
+
+
 @pytest.mark.parametrize("text", [
     "Note: this is prose.\nIt goes on for a while.\nAnd on.\nAnd on again.\n",  # one label, few lines
     "A: one\nA: two\nA: three\nA: four\n",  # one speaker
