@@ -59,7 +59,8 @@ def make(kind: str, n: int) -> str:
 
 
 def child(kind: str, n: int) -> None:
-    import resource
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from long_document import peak_rss_mb, timed_segment
 
     from headseg.api import Segmenter
 
@@ -68,12 +69,8 @@ def child(kind: str, n: int) -> None:
     seg = Segmenter(quiet=True)
     seg.segment("A warm-up sentence. And another one.")
     load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    result = seg.segment(text)
-    secs = time.perf_counter() - t0
-    if "".join(s.text for s in result) != text:
-        raise SystemExit("offset invariant broken")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result, secs = timed_segment(seg, text)
+    peak = peak_rss_mb()
     tokens = len(seg.loaded.tokenizer.encode(text)[0])
     print(json.dumps({"bytes": len(text.encode()), "seconds": secs, "load_s": load, "peak_mb": peak,
                       "segments": len(result), "tokens": tokens}))

@@ -40,6 +40,21 @@ def make_text(n_bytes: int) -> str:
     return text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
 
 
+def timed_segment(seg, text: str):
+    """``(result, seconds)`` of ``seg.segment(text)``; exits if the segments do not tile the text."""
+    t0 = time.perf_counter()
+    result = seg.segment(text)
+    secs = time.perf_counter() - t0
+    if "".join(s.text for s in result) != text:
+        raise SystemExit("offset invariant broken")
+    return result, secs
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(mb: float, backend: str) -> None:
     sys.path.insert(0, str(ROOT))
     from headseg.api import Segmenter
@@ -48,12 +63,8 @@ def child(mb: float, backend: str) -> None:
     t0 = time.perf_counter()
     seg = Segmenter(backend=backend)
     t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    result = seg.segment(text)
-    t_seg = time.perf_counter() - t0
-    if "".join(s.text for s in result) != text:
-        raise SystemExit("offset invariant broken")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result, t_seg = timed_segment(seg, text)
+    rss = peak_rss_mb()
     print(json.dumps({"mb": mb, "chars": len(text), "units": result.meta["units"], "segments": len(result),
                       "load_s": t_load, "segment_s": t_seg, "peak_rss_mb": rss}))
 
