@@ -95,8 +95,9 @@ def _units(text):
     ("One a. Two a. Three a.\rFour b. Five b. Six b.\r", [False, False, False, True, False, False]),
     ("One a. Two a. Three a.\u2028Four b. Five b. Six b.", [False, False, False, True, False, False]),
     ("One is here. Two is here.\u2029Three is here. Four is here.", [False, False, True, False]),
+    # a line of other whitespace (a no-break space, a tab) is blank
     ("One is here. Two is here.\n\u00a0\t\nThree is here.", [False, False, True]),
-    # a line of other whitespace is blank, a page break between lines is a line break, not a blank line
+    # a page break (FF) ends a line and opens no paragraph: one sentence a line is no prose in paragraphs
     ("One is here.\nTwo is here.\x0cThree is here.", [False, False, False]),
 ])
 def test_paragraph_starts(text, expected):
