@@ -13,8 +13,8 @@ the search finds there is bounded by the unit vectors.  Two measurements of that
   torch backend, every head captured, two minutes): the unit vector made of other layers'
   heads, another share of the model's own embedding, each unit encoded with its neighbours
   (``--context``), or with the corpus' strongest directions removed ("all-but-the-top", Mu &
-  Viswanath 2018; the directions fitted on the paragraph family's units, a disjoint text set
-  from the same sources), each scored automatic and told k.
+  Viswanath 2018; the directions fitted on the paragraph family's units: Wiki-50 dev and
+  Clinical, which some short texts are drawn from too, so if anything it is favoured), each scored automatic and told k.
 
     python benchmarks/short_ceiling.py
     python benchmarks/short_ceiling.py --vectors
