@@ -72,8 +72,12 @@ def penalty_ceiling(docs: list[dict], scales: list[float]) -> None:
 
 def encode(docs: list[dict], context: int):
     """Per document ``(Z [U, L·H, d], hidden [U, D])``: every head's context vectors pooled over each
-    unit's own tokens and normalised per head, and the normalised pooled last hidden state; a unit
-    is encoded alone, or with ``context`` units each side (pooled over its own tokens still)."""
+    unit and normalised per head, and the normalised pooled last hidden state.  ``context`` 0: each
+    unit alone, the segmenter's own vectors (``Segmenter.unit_vectors`` with every head at one weight,
+    as ``topic_cache.py --all-heads``), split back into heads and embedding; else each unit encoded
+    with ``context`` units each side and pooled over its own tokens (the embedding too)."""
+    import dataclasses
+
     from headseg.analysis.capture import iter_batches
     from headseg.analysis.text import make_window
     from headseg.api import Segmenter
@@ -83,8 +87,23 @@ def encode(docs: list[dict], context: int):
     seg = Segmenter(quiet=True, backend="torch")
     enc = seg.encoder
     info = seg.loaded.info
-    heads = [(layer, h) for layer in range(info.num_layers) for h in range(info.num_heads)]
+    heads = tuple((layer, h) for layer in range(info.num_layers) for h in range(info.num_heads))
+    profile = np.zeros(len(heads))
+    for (layer, h), w in zip(enc.topic_heads, enc.topic_weights):
+        profile[layer * info.num_heads + h] = w
+    meta = (info.num_layers, info.num_heads), profile, enc.output_weight
     out = []
+    if context == 0:
+        share = 0.5  # any share in (0, 1): it is divided out again
+        every = seg.with_encoder(dataclasses.replace(
+            enc, topic_heads=heads, topic_weights=np.full(len(heads), 1.0 / len(heads)), output_weight=share))
+        for d in docs:
+            p = every._prepare(d["text"], SegmentOptions())
+            x = every.unit_vectors(p.doc, p.units)
+            cut = x.shape[1] - info.hidden_size
+            z = x[:, :cut].reshape(len(x), len(heads), -1) / np.sqrt((1.0 - share) / len(heads))
+            out.append((z, x[:, cut:] / np.sqrt(share)))
+        return (out, *meta)
     for d in docs:
         p = seg._prepare(d["text"], SegmentOptions())
         r = unit_token_ranges(p.doc, p.units)
@@ -95,9 +114,9 @@ def encode(docs: list[dict], context: int):
             if b - a > 500:  # a window the model cannot take: the unit alone
                 a, b = int(r[u, 0]), int(r[u, 1])
             w = make_window(p.doc, a, b, enc.tokenizer, index=u, with_tokens=False)
+            lead = int(np.argmax(~w.special))  # the special tokens before the content
             own = np.zeros(len(w), dtype=bool)
-            own[int(r[u, 0]) - a + 1: int(r[u, 1]) - a + 1] = True
-            own &= ~w.special
+            own[lead + int(r[u, 0]) - a: lead + int(r[u, 1]) - a] = True
             items.append((w, own))
         z, hid = [], []
         for batch in iter_batches(items, 64):
@@ -108,10 +127,7 @@ def encode(docs: list[dict], context: int):
                 z.append(acts.z[b][:, m].mean(axis=1))
                 hid.append(acts.hidden[b][m].mean(axis=0))
         out.append((_unit_means(np.stack(z), np.ones(n)), _unit_means(np.stack(hid), np.ones(n))))
-    profile = np.zeros(info.num_layers * info.num_heads)
-    for (layer, h), w in zip(enc.topic_heads, enc.topic_weights):
-        profile[layer * info.num_heads + h] = w
-    return out, (info.num_layers, info.num_heads), profile, enc.output_weight
+    return (out, *meta)
 
 
 def head_weights(num_layers: int, num_heads: int, layers: dict[int, float]) -> np.ndarray:
