@@ -1,7 +1,7 @@
 """How far a penalty rule, and other unit vectors, could take the short-document family (issue 33).
 
 The texts whose paragraphs are joined by spaces carry nothing but their sentences, so what
-the search finds there is bounded by the unit vectors.  Two measurements of that bound:
+the search finds there is bounded by the unit vectors.  Three measurements of that bound:
 
 * **Penalty ceiling** (cached vectors, ``benchmarks/short_sweep.py``'s cache, a minute): the
   share of texts with exactly the reference boundaries under today's defaults, told the number
@@ -15,9 +15,19 @@ the search finds there is bounded by the unit vectors.  Two measurements of that
   (``--context``), or with the corpus' strongest directions removed ("all-but-the-top", Mu &
   Viswanath 2018; the directions fitted on the paragraph family's units: Wiki-50 dev and
   Clinical, which some short texts are drawn from too, so if anything it is favoured), each scored automatic and told k.
+* **Text encodings** (``--texts``: the texts joined by spaces, the model's own sentence embedding,
+  :class:`~headseg.segmenter.evaluation.embeddings.MeanPooledEmbedder`, a few minutes), each told
+  the number of segments, so each row is the ceiling of a rule built on it: each unit embedded
+  alone under the exact-k scatter search, alone and beside today's vectors; a block of ``w``
+  units either side of each gap embedded as one text and the ``k − 1`` least similar gaps cut (at
+  least two units apart); every candidate segment embedded as one text, a segment costing
+  ``Σ (1 − cos(unit, segment))`` under the exact-k search; the rows voting on each gap.  By source
+  (everyday paragraphs, consecutive dev-set segments), and the texts that *any* row gets right:
+  what a perfect choice among them would reach.
 
     python benchmarks/short_ceiling.py
     python benchmarks/short_ceiling.py --vectors
+    python benchmarks/short_ceiling.py --texts
 
 Prints Markdown tables (docs/segmenter.md, "Short documents", quotes them).
 """
@@ -188,6 +198,86 @@ def vector_variants(docs: list[dict], para: list[dict], context: int) -> None:
               flush=True)
 
 
+def least_similar_gaps(sim: np.ndarray, k: int, gap: int = 2) -> list[int]:
+    """The ``k − 1`` gaps (unit indices 1..n−1; ``sim[i − 1]`` the similarity across gap ``i``) of
+    least similarity, greedily, each at least ``gap`` units from the others and from both ends."""
+    n = len(sim) + 1
+    chosen: list[int] = []
+    for i in np.argsort(sim, kind="stable"):
+        pos = int(i) + 1
+        if gap <= pos <= n - gap and all(abs(pos - c) >= gap for c in chosen):
+            chosen.append(pos)
+        if len(chosen) == k - 1:
+            break
+    return sorted(chosen)
+
+
+def text_encodings(docs: list[dict], max_units: int = 10) -> None:
+    from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
+    from headseg.segmenter.search import SegmentCost, partition_k
+    from headseg.segmenter.topics import TopicParams
+
+    texts = [d for d in docs if d["id"].endswith("space")]
+    embedder = MeanPooledEmbedder()
+    cache: dict[str, np.ndarray] = {}
+
+    def embed(strings: list[str]) -> np.ndarray:
+        new = list(dict.fromkeys(t for t in strings if t not in cache))
+        if new:
+            cache.update(zip(new, embedder.embed(new)))
+        return np.stack([cache[t] for t in strings])
+
+    picked: dict[str, dict[str, list[int]]] = {}
+    rows: dict[str, dict[str, bool]] = {}
+
+    def keep(name: str, doc: dict, cuts: list[int]) -> None:
+        picked.setdefault(name, {})[doc["id"]] = cuts
+        rows.setdefault(name, {})[doc["id"]] = cuts == list(doc["bounds"])
+
+    today = short_sweep.predict(texts, TopicParams(), given=True)
+    for d in texts:
+        keep("today's unit vectors, exact-k search", d, today[d["id"]])
+        n, k = len(d["units"]), len(d["bounds"]) + 1
+        unit = [d["text"][a:b].strip() for a, b in d["units"]]
+        e = embed(unit)
+        keep("each unit embedded alone, exact-k search", d, partition_k(SegmentCost(e, max_units=max_units), k))
+        for mix in (0.5, 1.0, 2.0):  # scatters add over dimensions: one search on the two side by side
+            keep(f"today's unit vectors beside the unit embedded alone at {mix:g}× its scatter, exact-k search", d,
+                 partition_k(SegmentCost(np.hstack([d["x"], np.sqrt(mix) * e]), max_units=max_units), k))
+        for w in (1, 2, 3):
+            left = embed([" ".join(unit[max(0, i - w):i]) for i in range(1, n)])
+            right = embed([" ".join(unit[i:i + w]) for i in range(1, n)])
+            keep(f"blocks of {w} unit(s) either side of each gap embedded, least similar gaps", d,
+                 least_similar_gaps((left * right).sum(axis=1), k))
+        spans = [(a, b) for b in range(1, n + 1) for a in range(max(0, b - max_units), b)]
+        seg = dict(zip(spans, embed([" ".join(unit[a:b]) for a, b in spans])))
+
+        def coherence(starts, end, e=e, seg=seg):
+            return np.array([float((1.0 - e[a:end] @ seg[(int(a), end)]).sum()) for a in starts])
+
+        keep("every candidate segment embedded, Σ (1 − cos(unit, segment)), exact-k search", d,
+             partition_k(SegmentCost(np.zeros((n, 1)), max_units=max_units), k, extra=coherence))
+    votes = {}
+    for d in texts:  # each gap ranked by how many rows cut there, today's vectors breaking ties
+        count = np.zeros(len(d["units"]) - 1)
+        for name, cuts in picked.items():
+            for c in cuts[d["id"]]:
+                count[c - 1] += 1.0 + 1e-3 * (name == "today's unit vectors, exact-k search")
+        votes[d["id"]] = least_similar_gaps(-count, len(d["bounds"]) + 1) == list(d["bounds"])
+    rows["the rows above voting (the most cut gaps, at least two units apart)"] = votes
+    rows["any row above (a perfect choice among them)"] = {d["id"]: any(r[d["id"]] for r in rows.values())
+                                                          for d in texts}
+    print(f"\nText encodings: the {len(texts)} texts joined by spaces, each told the number of segments "
+          f"(segments of at most {max_units} units); share with exactly the reference boundaries\n")
+    print("| told k | all | everyday paragraphs | dev-set segments |")
+    print("|---|---:|---:|---:|")
+    for name, ok in rows.items():
+        cells = [ok[i] for i in ok], [ok[i] for i in ok if i.startswith("everyday")], \
+            [ok[i] for i in ok if not i.startswith("everyday")]
+        print(f"| {name} | " + " | ".join(f"{100 * float(np.mean(c)):.0f} % ({sum(c)}/{len(c)})" for c in cells)
+              + " |", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "short_cache")
@@ -195,6 +285,8 @@ def main(argv=None) -> int:
                     help="scales of the whole penalty tried (comma-separated)")
     ap.add_argument("--vectors", action="store_true", help="also encode the texts joined by spaces again")
     ap.add_argument("--context", type=int, default=1, help="neighbours each side for the context variant")
+    ap.add_argument("--texts", action="store_true",
+                    help="also embed the texts joined by spaces with the model's own sentence embedding, told k")
     args = ap.parse_args(argv)
     try:
         scales = [float(s) for s in args.scales.split(",")]
@@ -208,6 +300,8 @@ def main(argv=None) -> int:
     penalty_ceiling(docs, scales)
     if args.vectors:
         vector_variants(docs, short_sweep.cache(args.cache, "paragraphs_dev"), args.context)
+    if args.texts:
+        text_encodings(docs)
     return 0
 
 

@@ -62,15 +62,14 @@ def cache(path: Path, name: str) -> list[dict]:
     return docs
 
 
-def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[float, bool, int, int]]:
-    """Per document: Pk, exact reference boundaries, predicted and reference segment counts.
+def predict(docs: list[dict], params, given: bool = False) -> dict[str, list[int]]:
+    """Per document: the boundaries found (reference unit indices, as ``bounds``).
 
     ``given``: the search is told the reference number of segments (``segments=k``).
     """
-    from headseg.analysis.text import tokenize
     from headseg.analysis.model import load_model
+    from headseg.analysis.text import tokenize
     from headseg.segmenter.evaluation.loaders import snap_offsets
-    from headseg.segmenter.evaluation.metrics import score_document
     from headseg.segmenter.limits import TokenMeasure
     from headseg.segmenter.options import SegmentOptions
     from headseg.segmenter.topics import document_boundaries
@@ -81,7 +80,16 @@ def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[floa
         opts = SegmentOptions(segments=len(d["bounds"]) + 1) if given else SegmentOptions()
         measure = TokenMeasure(d["text"], tokenize(d["text"], tok), None)
         cuts, _ = document_boundaries(d["x"], d["text"], d["units"], d["tokens"], measure, opts, params)
-        hyp = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))
+        out[d["id"]] = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))
+    return out
+
+
+def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[float, bool, int, int]]:
+    """Per document: Pk, exact reference boundaries, predicted and reference segment counts (:func:`predict`)."""
+    from headseg.segmenter.evaluation.metrics import score_document
+
+    out = {}
+    for d, hyp in zip(docs, predict(docs, params, given).values()):
         s = score_document(d["bounds"], hyp, len(d["starts"]))
         out[d["id"]] = (s.pk, hyp == d["bounds"], len(hyp) + 1, len(d["bounds"]) + 1)
     return out
