@@ -21,6 +21,12 @@ only) and by a space (no break at all).  Seeded: the same seed writes the same f
 
 The second family is the guard: the long documents of Wiki-50 dev and Clinical with every section
 written as paragraphs of 3-5 sentences, so that most paragraph breaks are not topic boundaries.
+The third is the short guard: one or two consecutive reference segments of a dev-set document (the
+sources above), each written as 2-3 paragraphs of 3-4 sentences between blank lines, so that a
+short text's paragraph breaks are mostly not boundaries either (a one-topic e-mail or notice of a
+few paragraphs; a text of two subjects with two paragraphs each).
+
+    python benchmarks/short_docs.py --family sections     # benchmarks/data/short_sections_dev.jsonl
     python benchmarks/short_docs.py --check    # exits 1 if the committed file differs
 """
 
@@ -41,6 +47,9 @@ DATA = Path("/work/shared/data") if Path("/work/shared/data").is_dir() else HERE
 PARAGRAPHS = HERE / "data" / "everyday_paragraphs.txt"
 OUT = HERE / "data" / "short_dev.jsonl"
 PARAGRAPHS_OUT = HERE / "data" / "paragraphs_dev.jsonl"
+SECTIONS_OUT = HERE / "data" / "short_sections_dev.jsonl"
+#: texts of the short guard per source and number of segments (1 and 2)
+SECTION_DOCUMENTS = 8
 #: the long documents whose sections are written as several paragraphs: the check that a paragraph
 #: break is taken as a hint, not as a boundary
 PARAGRAPH_DOCUMENTS = 25
@@ -138,17 +147,61 @@ def paragraph_documents(seed: int) -> list[dict]:
     return out
 
 
+def section_documents(seed: int) -> list[dict]:
+    """Short texts of one or two reference segments, each written as 2-3 paragraphs of 3-4 sentences
+    between blank lines: a paragraph break is a boundary only where a segment opens."""
+    rng = random.Random(seed)
+    out = []
+    for source, rel in SOURCES:
+        docs = list(iter_documents(DATA / rel))
+        for k in (1, 2):
+            for i in range(SECTION_DOCUMENTS):
+                for _ in range(100):  # a document without k consecutive segments of 6+ units: draw again
+                    doc = rng.choice(docs)
+                    starts = [0, *doc.boundaries, doc.n]
+                    runs = [j for j in range(len(starts) - k)
+                            if all(starts[j + m + 1] - starts[j + m] >= 6 for m in range(k))]
+                    if runs:
+                        break
+                else:
+                    raise SystemExit(f"{rel}: no document with {k} consecutive segments of 6+ units")
+                j = rng.choice(runs)
+                paragraphs, opens = [], []
+                for m in range(k):
+                    units = [_sentence(u) for u in doc.units[starts[j + m]:starts[j + m + 1]]]
+                    opens.append(len(paragraphs))
+                    for _ in range(rng.randint(2, 3)):
+                        size = rng.randint(3, 4)
+                        if len(units) < 2:
+                            break
+                        paragraphs.append(" ".join(units[:size]))
+                        units = units[size:]
+                text, offsets = "", []
+                for para in paragraphs:
+                    if text:
+                        text += "\n\n"
+                    offsets.append(len(text))
+                    text += para
+                out.append({"id": f"{source}-{k}-{i:02d}", "text": text + "\n",
+                            "boundaries": [offsets[o] for o in opens[1:]], "source": f"{rel}/{doc.id}"})
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=33)
-    ap.add_argument("--family", choices=("short", "paragraphs"), default="short",
-                    help="short: the short documents; paragraphs: long documents written in paragraphs")
+    ap.add_argument("--family", choices=("short", "paragraphs", "sections"), default="short",
+                    help="short: the short documents; paragraphs: long documents written in paragraphs; "
+                         "sections: short texts of one or two segments written in paragraphs")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--check", action="store_true", help="only compare with the file at --out")
     args = ap.parse_args(argv)
-    records = paragraph_documents(args.seed) if args.family == "paragraphs" else build(args.seed)
+    builders = {"short": (build, OUT), "paragraphs": (paragraph_documents, PARAGRAPHS_OUT),
+                "sections": (section_documents, SECTIONS_OUT)}
+    make, default_out = builders[args.family]
+    records = make(args.seed)
     if args.out is None:
-        args.out = PARAGRAPHS_OUT if args.family == "paragraphs" else OUT
+        args.out = default_out
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if args.check:
         same = args.out.is_file() and args.out.read_text(encoding="utf-8") == lines

@@ -3,9 +3,9 @@
 The search's preparation reads the text (paragraph starts, line groups), so unlike
 ``benchmarks/tune_topics.py`` (one sentence a line) this runs the real preparation,
 ``topics.document_boundaries``, on cached unit vectors.  The vectors of
-``benchmarks/data/short_dev.jsonl`` and ``benchmarks/data/paragraphs_dev.jsonl``
-(``benchmarks/short_docs.py`` builds both) are computed once into ``--cache``
-(default ``runs/short_cache``, git-ignored), then every design is a search per document.
+``benchmarks/data/short_dev.jsonl``, ``paragraphs_dev.jsonl`` and ``short_sections_dev.jsonl``
+(``benchmarks/short_docs.py`` builds them) are computed once into ``--cache`` (default
+``runs/short_cache``, git-ignored), then every design is a search per document.
 
     python benchmarks/short_sweep.py                                    # today's defaults
     python benchmarks/short_sweep.py paragraph_bonus=0,0.3,0.6 paragraph_count=4,8
@@ -13,7 +13,9 @@ The search's preparation reads the text (paragraph starts, line groups), so unli
 Prints, per design, the short family's Pk and share of documents with exactly the reference
 boundaries (overall and by what joins the paragraphs) and the paragraph family's Pk and
 segment counts (Wiki-50 dev and Clinical written in paragraphs: most paragraph breaks are no
-boundary there, so a prior that trusts them too much shows as too many segments).
+boundary there, so a prior that trusts them too much shows as too many segments), and the short
+guard's (one or two segments written as 2-3 paragraphs each: Pk and exact, overall and by the
+number of segments).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-SETS = ("short_dev", "paragraphs_dev")
+SETS = ("short_dev", "paragraphs_dev", "short_sections_dev")
 
 
 def cache(path: Path, name: str) -> list[dict]:
@@ -95,7 +97,7 @@ def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[floa
     return out
 
 
-def summary(short: dict, para: dict) -> str:
+def summary(short: dict, para: dict, sections: dict) -> str:
     def part(res, pick, label):
         v = [r for i, r in res.items() if pick(i)]
         return f"{label} {np.mean([r[0] for r in v]):.3f}/{100 * np.mean([r[1] for r in v]):.0f}%"
@@ -106,6 +108,8 @@ def summary(short: dict, para: dict) -> str:
         v = [r for i, r in para.items() if i.startswith(src)]
         cells.append(f"para {src} Pk {np.mean([r[0] for r in v]):.3f} segs {np.mean([r[2] for r in v]):.1f}"
                      f"/{np.mean([r[3] for r in v]):.1f}")
+    cells.append(part(sections, lambda i: True, "sections"))
+    cells += [part(sections, lambda i, k=k: i.split("-")[-2] == k, f"{k} seg") for k in ("1", "2")]
     return "  ".join(cells)
 
 
@@ -123,8 +127,7 @@ def main(argv=None) -> int:
     for design in itertools.product(*grid) if grid else [()]:
         params = replace(base, **dict(design))
         label = ",".join(f"{k}={v:g}" for k, v in design) or "defaults"
-        print(f"{label:45s} {summary(score(data['short_dev'], params), score(data['paragraphs_dev'], params))}",
-              flush=True)
+        print(f"{label:45s} {summary(*(score(data[name], params) for name in SETS))}", flush=True)
     return 0
 
 
