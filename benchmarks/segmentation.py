@@ -70,6 +70,8 @@ DATASETS = (
     ("wiki50_dev", "wiki50_dev"),
     # short texts of 2-4 paragraphs (benchmarks/short_docs.py builds it; an absolute path: in the repository)
     ("short_dev", str(Path(__file__).resolve().parent / "data" / "short_dev.jsonl")),
+    # its guard: one or two segments, each written as 2-3 paragraphs (short_docs.py --family sections)
+    ("short_sections_dev", str(Path(__file__).resolve().parent / "data" / "short_sections_dev.jsonl")),
 )
 
 #: Documents per data set in the default run (first N in natural file order),

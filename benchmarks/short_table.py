@@ -1,11 +1,14 @@
-"""The short-document table: Pk and the share of documents with exactly the reference boundaries.
+"""The short-document tables: Pk and the share of documents with exactly the reference boundaries.
 
-Reads the results ``benchmarks/segmentation.py --datasets short_dev`` stored, and prints one row
-per method and k mode, overall and by kind of text (everyday paragraphs / segments of the dev sets)
-and by what joins the paragraphs (blank line, line break, space).
+Reads the results ``benchmarks/segmentation.py`` stored for the short family (``short_dev``) or
+its guard (``short_sections_dev``), and prints one row per method and k mode, overall and by
+group: for the short family by kind of text (everyday paragraphs / segments of the dev sets) and
+by what joins the paragraphs (blank line, line break, space); for the guard by the number of
+reference segments (one, or two, each written as several paragraphs).
 
     python benchmarks/segmentation.py --datasets short_dev --methods headseg,embedding-cosine --limit 0
     python benchmarks/short_table.py [benchmarks/results/short_dev.json]
+    python benchmarks/short_table.py benchmarks/results/short_sections_dev.json
 """
 
 from __future__ import annotations
@@ -18,14 +21,31 @@ from pathlib import Path
 DEFAULT = Path(__file__).resolve().parent / "results" / "short_dev.json"
 
 
-def groups(doc_id: str) -> list[str]:
+def short_groups(doc_id: str) -> list[str]:
     kind = "everyday" if doc_id.startswith("everyday") else "dev-set segments"
     return ["all", kind, "joined by " + doc_id.rsplit("-", 1)[1]]
 
 
+def guard_groups(doc_id: str) -> list[str]:
+    return ["all", {"1": "one segment", "2": "two segments"}[doc_id.split("-")[-2]]]
+
+
+#: data set -> (the groups of a document id, the columns in order)
+GROUPS = {
+    "short_dev": (short_groups, ["all", "everyday", "dev-set segments", "joined by blank", "joined by line",
+                                 "joined by space"]),
+    "short_sections_dev": (guard_groups, ["all", "one segment", "two segments"]),
+}
+
+
 def table(path: Path) -> str:
     data = json.loads(path.read_text(encoding="utf-8"))
-    refs = data["datasets"]["short_dev"]["documents"]
+    known = [name for name in data["datasets"] if name in GROUPS]
+    if len(known) != 1:
+        raise SystemExit(f"{path}: holds {sorted(data['datasets'])}, not one of {sorted(GROUPS)}")
+    name = known[0]
+    groups, names = GROUPS[name]
+    refs = data["datasets"][name]["documents"]
     cells: dict[tuple, list[tuple[float, bool]]] = defaultdict(list)
     for rec in data["records"].values():
         if rec.get("status") != "ok" or rec["doc"] not in refs:
@@ -33,7 +53,6 @@ def table(path: Path) -> str:
         exact = rec["boundaries"] == refs[rec["doc"]]["boundaries"]
         for g in groups(rec["doc"]):
             cells[(rec["method"], rec["mode"], g)].append((rec["scores"]["pk"], exact))
-    names = ["all", "everyday", "dev-set segments", "joined by blank", "joined by line", "joined by space"]
     lines = ["| method | k | " + " | ".join(f"{n}: Pk / exact" for n in names) + " |",
              "|---|---|" + "---:|" * len(names)]
     for method, mode in sorted({(m, k) for m, k, _ in cells}):
