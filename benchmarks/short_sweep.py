@@ -90,8 +90,10 @@ def score(docs: list[dict], params, given: bool = False) -> dict[str, tuple[floa
     """Per document: Pk, exact reference boundaries, predicted and reference segment counts (:func:`predict`)."""
     from headseg.segmenter.evaluation.metrics import score_document
 
+    found = predict(docs, params, given)
     out = {}
-    for d, hyp in zip(docs, predict(docs, params, given).values()):
+    for d in docs:
+        hyp = found[d["id"]]
         s = score_document(d["bounds"], hyp, len(d["starts"]))
         out[d["id"]] = (s.pk, hyp == d["bounds"], len(hyp) + 1, len(d["bounds"]) + 1)
     return out
