@@ -38,16 +38,17 @@ $(CORE): pyproject.toml
 	touch $@
 
 # The tests' install: every extra over the core.  The CPU build of torch first, so that no extra's plain
-# `torch` requirement pulls the CUDA build.
+# `torch` requirement pulls the CUDA build; alone (--no-deps), so that TORCH_INDEX is asked for torch only:
+# the extras' install brings torch's own dependencies from the usual index.
 $(FULL): $(CORE)
-	$(BIN)/pip install -q "$(TORCH_SPEC)" $(TORCH_INDEX)
+	$(BIN)/pip install -q --no-deps "$(TORCH_SPEC)" $(TORCH_INDEX)
 	$(BIN)/pip install -q -e ".[$(EXTRAS)]"
 	touch $@
 
 $(VENV_TF5)/bin/headseg: pyproject.toml
 	$(PYTHON) -m venv $(VENV_TF5)
 	$(VENV_TF5)/bin/pip install -q --upgrade pip
-	$(VENV_TF5)/bin/pip install -q "$(TORCH_SPEC)" $(TORCH_INDEX)
+	$(VENV_TF5)/bin/pip install -q --no-deps "$(TORCH_SPEC)" $(TORCH_INDEX)
 	# No export reference: optimum-onnx pins transformers<4.58, and the segmenter must not need it.
 	$(VENV_TF5)/bin/pip install -q -e ".[test,tui,embedded]" "transformers>=5,<6"
 	touch $(VENV_TF5)/bin/headseg
