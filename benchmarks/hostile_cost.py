@@ -8,8 +8,8 @@ default engine, warm cache), so its peak resident memory (``ru_maxrss``) is its 
 load is timed apart and left out of the seconds.  A case whose projected peak or time (from the
 smaller sizes of its kind, linearly) is over ``--max-gb`` or ``--max-seconds`` is not run and says so.
 
-    python benchmarks/hostile_cost.py                      # the table of docs/performance.md
-    python benchmarks/hostile_cost.py --sizes 16000,100000 --kinds prose,tiny
+    python -m benchmarks.hostile_cost                      # the table of docs/performance.md
+    python -m benchmarks.hostile_cost --sizes 16000,100000 --kinds prose,tiny
 
 Prints a Markdown table: the model's tokens, seconds, seconds per MB, × prose per MB at that size,
 milliseconds per thousand tokens, peak MB, and the load average before and after.
@@ -22,11 +22,10 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import child_env, default_tokenizer, make_text, module_command, peak_rss_mb, timed_segment
+
 KINDS = ("prose", "dots", "?!", "tiny", "words")
 NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n' * N", "words": "random words"}
 
@@ -34,9 +33,6 @@ NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n'
 def make(kind: str, n: int) -> str:
     """``n`` bytes (about) of text of ``kind``."""
     if kind == "prose":
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from long_document import make_text
-
         return make_text(n)
     if kind == "dots":
         return "." * n
@@ -44,10 +40,7 @@ def make(kind: str, n: int) -> str:
         return "?!" * (n // 2)
     if kind == "tiny":
         return "a.\n" * (n // 3)
-    from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
-
-    vocab = sorted(Tokenizer.from_dir(embedded_model_path()).backend.get_vocab())
+    vocab = sorted(default_tokenizer().backend.get_vocab())
     words = [w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2]
     rng = random.Random(35)
     out, size = [], 0
@@ -59,9 +52,6 @@ def make(kind: str, n: int) -> str:
 
 
 def child(kind: str, n: int) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from long_document import peak_rss_mb, timed_segment
-
     from headseg.api import Segmenter
 
     text = make(kind, n)
@@ -103,7 +93,8 @@ def main() -> None:
                                        "(linear from the smaller sizes)")
                     print(f"<!-- {kind} {n}: {rows[(kind, n)]} -->", flush=True)
                     continue
-            r = subprocess.run([sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True)
+            r = subprocess.run(module_command(__spec__.name, "--child", kind, str(n)), capture_output=True, text=True,
+                               env=child_env())
             if r.returncode:
                 rows[(kind, n)] = f"failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
             else:

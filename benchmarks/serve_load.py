@@ -1,6 +1,6 @@
 """Load on ``headseg serve`` over loopback: throughput and latency, overload, SIGTERM, HTTP = CLI, Ray Serve.
 
-    python benchmarks/serve_load.py [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
+    python -m benchmarks.serve_load [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
                                     [--requests N] [--overload-requests N] [--compare TREE]
 
 Documents: the first ``--choi`` of choi/3/3-11 and ``--lectures`` of
@@ -53,17 +53,16 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.common import segmentation_root
 from headseg.serve import launch
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
 
 
 def load_docs(n_choi: int, n_lectures: int) -> list[tuple[str, str]]:
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    docs = [(d.id, d.text) for d in iter_documents(DATA / "choi" / "3" / "3-11", limit=n_choi)]
-    docs += [(d.id, d.text) for d in iter_documents(DATA / "lectures_ai", limit=n_lectures)]
+    root = segmentation_root()
+    docs = [(d.id, d.text) for d in iter_documents(root / "choi" / "3" / "3-11", limit=n_choi)]
+    docs += [(d.id, d.text) for d in iter_documents(root / "lectures_ai", limit=n_lectures)]
     return docs
 
 

@@ -64,6 +64,7 @@ READING_KEYS = ("input_format", "text_field", "id_field", "encoding")
 
 def run(args) -> int:
     """``headseg segment``: returns the exit code (1 if any document failed)."""
+    args.files = named_or_stdin(args.files)
     opts = check_args(args)
     if args.backend == "torch":
         options.require(*options.TORCH_MODULES)
@@ -142,6 +143,17 @@ def check_args(args) -> SegmentOptions:
     return opts
 
 
+def named_or_stdin(files: list[str]) -> list[str]:
+    """The inputs named, or ``-`` when none is and text is piped in (``cat f | headseg segment``); none named
+    with stdin a terminal (or closed) is refused in one line, not answered with the usage."""
+    if files:
+        return files
+    if sys.stdin is not None and not sys.stdin.closed and not sys.stdin.isatty():
+        return ["-"]
+    raise InputError("no input: name files or folders, '-' for standard input, or pipe text in "
+                     "(cat FILE | headseg segment)")
+
+
 def find_inputs(args) -> list[Source]:
     """The sources to read, every one checked before anything loads: an input that is missing, unreadable, or a
     text file that its first bytes show cannot be read (a PDF, binary, the wrong encoding) refuses the run
@@ -192,8 +204,8 @@ def check_resume(args, settings: dict, sources: list[Source]) -> bool:
     if os.path.exists(journal):
         done, end, _ = read_journal(journal, settings)
         check_journal_end(args.out, end)  # before the model loads
-        # stdin can be read once: its documents are checked as they are read
-        if done and all(s.path != "-" for s in sources):
+        # stdin, a pipe or a FIFO can be read once: its documents are checked as they are read
+        if done and not any(s.stream for s in sources):
             last = max(done)
             for n, doc_id, text in iter_documents(sources, args):
                 if n > last:
@@ -303,9 +315,9 @@ def register(sub) -> None:
                                    "into topic segments (default) or units, streaming: each batch's records are "
                                    "written as soon as they are ready.  Segments tile the input exactly: joining "
                                    "their texts gives the input back.")
-    p.add_argument("files", nargs="+", metavar="INPUT",
+    p.add_argument("files", nargs="*", metavar="INPUT",
                    help="text files, folders (*.txt, *.text, *.md, *.ref, *.jsonl, *.parquet inside), JSONL or "
-                        "Parquet corpora, or '-' for stdin")
+                        "Parquet corpora, or '-' for stdin (the default when stdin is not a terminal)")
     p.add_argument("--format", choices=format_names(), default=format_names()[0], help=format_help())
     p.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
                    help="how to read inputs: by suffix (auto: .jsonl, .parquet, else text), or all as one format")

@@ -67,8 +67,10 @@ def check_corpus(sources: list[Source]) -> None:
     kinds = {s.kind for s in sources}
     if not sources:
         raise InputError("no input corpus")
-    if any(s.path == "-" for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
-        raise InputError("--engine ray reads JSONL or Parquet corpora (all inputs of one kind), not text files or stdin")
+    if any(s.stream for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
+        # a stream (stdin, a pipe, a FIFO) can be read once, by one process; Ray's readers open files by path
+        raise InputError("--engine ray reads JSONL or Parquet corpus files (all inputs of one kind), not text files, "
+                         "stdin or pipes")
 
 
 @contextlib.contextmanager

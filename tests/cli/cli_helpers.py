@@ -33,10 +33,7 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
 def interrupted_run(argv: list[str], monkeypatch) -> None:
     """``headseg ARGV`` (a journaled JSONL ``--out``) dying after its first batch is journaled, as a killed run
     would (KeyboardInterrupt: exit 130)."""
-    try:
-        from headseg.cli import journal
-    except ImportError:  # older headseg (benchmarks/before_after.py runs these tests on it): in sinks.py
-        from headseg.cli import sinks as journal
+    from headseg.cli import journal
 
     real = journal.JournalSink.write_batch
     calls = []
