@@ -87,7 +87,7 @@ def test_issue35_item13_mostly_private_use_or_replacement(doc, capsys):
 @pytest.mark.parametrize("data,encoding,text", [
     ("Déjà vu. 東京".encode("utf-16-le"), "utf-16-le", "Déjà vu. 東京"),
     ("Déjà vu. 東京".encode("utf-16"), "utf-16", "Déjà vu. 東京"),
-    (b"\xff\xfe" + "Déjà vu.".encode("utf-16-le"), "utf-8", "Déjà vu."),  # the default reads the mark
+    (b"\xff\xfe" + "Déjà vu.".encode("utf-16-le"), "auto", "Déjà vu."),  # the default (auto) reads the mark
     (b"\xef\xbb\xbf" + "Déjà vu.".encode("utf-8"), "utf-8-sig", "Déjà vu."),
     ("Déjà vu.".encode("latin-1"), "latin-1", "Déjà vu."),
     ("東京は晴れ。大阪は雨。".encode("utf-16-be"), "utf-16-be", "東京は晴れ。大阪は雨。"),
