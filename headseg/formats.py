@@ -33,7 +33,7 @@ from headseg.analysis.registry import Registry
 from headseg.analysis.segments import RECORD_FIELDS, RECORD_SCHEMA, Segmentation
 
 #: one document to write: its id and its segmentation
-Document = tuple[str, Segmentation]
+Segmented = tuple[str, Segmentation]
 
 
 def json_line(record: Any) -> str:
@@ -46,7 +46,7 @@ def json_lines(rows: Sequence[dict]) -> str:
     return "".join(json_line(r) for r in rows)
 
 
-def document_records(docs: Sequence[Document]) -> list[dict]:
+def document_records(docs: Sequence[Segmented]) -> list[dict]:
     """The flat records of ``docs``, in order (:meth:`Segmentation.to_records`, the id in each)."""
     return [r for doc_id, seg in docs for r in seg.to_records(doc_id)]
 
@@ -143,8 +143,12 @@ def register_format(name: str, help: str, *, recognise: Callable[[str | os.PathL
         raise HeadsegError(f"a format name must be an identifier (got {name!r})")
     if file and appendable:
         raise HeadsegError(f"format '{name}': a file format is not appended to")
-    return FORMATS.register(name, lambda cls: OutputFormat(name, help, recognise, None if file else cls,
-                                                           cls if file else None, records, appendable))
+    def entry(cls: type) -> OutputFormat:
+        if not file:
+            cls.name = name  # type: ignore[attr-defined]  - its messages name the format
+        return OutputFormat(name, help, recognise, None if file else cls, cls if file else None, records, appendable)
+
+    return FORMATS.register(name, entry)
 
 
 class Encoder:
@@ -162,7 +166,7 @@ class Encoder:
         """What the output begins with."""
         return ""
 
-    def documents(self, docs: Sequence[Document]) -> str:
+    def documents(self, docs: Sequence[Segmented]) -> str:
         """The text of one batch of documents."""
         raise NotImplementedError
 
@@ -179,9 +183,7 @@ class Encoder:
 class TextEncoder(Encoder):
     """Segments between ``-----`` lines (with offsets, score and a tree leaf's place), ``#####`` per document."""
 
-    name = "text"
-
-    def documents(self, docs: Sequence[Document]) -> str:
+    def documents(self, docs: Sequence[Segmented]) -> str:
         parts = []
         for doc_id, seg in docs:
             if not self.single:
@@ -201,9 +203,7 @@ class TextEncoder(Encoder):
 class JsonlEncoder(Encoder):
     """One flat record per segment (per tree node) per line."""
 
-    name = "jsonl"
-
-    def documents(self, docs: Sequence[Document]) -> str:
+    def documents(self, docs: Sequence[Segmented]) -> str:
         self.count += len(docs)
         return json_lines(document_records(docs))
 
@@ -215,12 +215,10 @@ class JsonlEncoder(Encoder):
 class JsonEncoder(Encoder):
     """One :meth:`Segmentation.to_dict` record per document, indented; an array of them unless ``single``."""
 
-    name = "json"
-
     def opening(self) -> str:
         return "" if self.single else "["
 
-    def documents(self, docs: Sequence[Document]) -> str:
+    def documents(self, docs: Sequence[Segmented]) -> str:
         parts = []
         for doc_id, seg in docs:
             body = json.dumps(seg.to_dict(document=doc_id), indent=2, ensure_ascii=False)
@@ -240,7 +238,7 @@ class JsonEncoder(Encoder):
 class FileWriter(Protocol):
     """A file format's writer on one path: batches of documents or of record rows, then :meth:`close`."""
 
-    def write_documents(self, docs: Sequence[Document]) -> None:
+    def write_documents(self, docs: Sequence[Segmented]) -> None:
         """Write one batch of documents."""
 
     def write_records(self, rows: Sequence[dict]) -> None:
@@ -276,7 +274,7 @@ class ParquetWriter:
         if rows:
             self.writer.write_table(self._table(list(rows), schema=self.schema))
 
-    def write_documents(self, docs: Sequence[Document]) -> None:
+    def write_documents(self, docs: Sequence[Segmented]) -> None:
         """Write the batch's records as one row group."""
         self.write_records(document_records(docs))
 
@@ -290,13 +288,13 @@ def get_format(name: str) -> OutputFormat:
     return FORMATS.get(name)
 
 
-def dumps(fmt: str, docs: Sequence[Document], single: bool = False) -> str:
+def dumps(fmt: str, docs: Sequence[Segmented], single: bool = False) -> str:
     """``docs`` as the whole text of an output in the text format ``fmt`` (as ``headseg segment`` writes it)."""
     encoder = _encoder(fmt, single)
     return encoder.opening() + encoder.documents(docs) + encoder.closing()
 
 
-def write(fmt: str, docs: Sequence[Document], path: str | os.PathLike, single: bool = False) -> None:
+def write(fmt: str, docs: Sequence[Segmented], path: str | os.PathLike, single: bool = False) -> None:
     """Write ``docs`` to ``path`` in ``fmt`` (a text or a file format), replacing what was there."""
     f = get_format(fmt)
     if f.writer is None:

@@ -38,8 +38,6 @@ def lines_format():
     with FORMATS.scoped():
         @register_format("spans", "'start end' per segment", recognise=lambda path, head: False)
         class Spans(Encoder):
-            name = "spans"
-
             def documents(self, docs):
                 return "".join(f"{s.start} {s.end}\n" for _, seg in docs for s in seg)
 
