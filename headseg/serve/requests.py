@@ -134,9 +134,9 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
     return SegmentRequest(ids, texts, options, many=True)
 
 
-#: the most digits a JSON number may have: no option takes a number anywhere near this long, and Python
-#: refuses to convert an integer string of over 4,300 digits (a ValueError, not a JSON error)
-MAX_NUMBER_CHARS = 64
+#: the most characters a JSON number may have: far past any option's range (the options name what is out of it), and
+#: well below the 4,300 digits past which Python refuses to convert an integer string (a ValueError, not a JSON error)
+MAX_NUMBER_CHARS = 1000
 
 
 def _bounded_int(literal: str) -> int:

@@ -35,6 +35,13 @@ def test_a_long_number_anywhere_in_the_body_is_422(client):
     assert r.status_code == 422 and "5000 characters" in r.json()["error"], r.text[:300]
 
 
+def test_a_400_digit_option_is_refused_by_name(client):
+    """Long but convertible: the option's own check names it."""
+    r = client.post("/v1/segment", content=b'{"text": "Bees.", "max_tokens": 1' + b"0" * 400 + b"}",
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "max_tokens" in r.json()["error"], r.text[:300]
+
+
 def test_numbers_of_ordinary_length_still_pass(client):
     r = client.post("/v1/segment", json={"text": SAMPLE, "max_chars": 10 ** 6, "penalty": 0.35})
     assert r.status_code == 200, r.text[:300]
