@@ -6,12 +6,10 @@ import contextlib
 import math
 import os
 import shutil
-import threading
-import time
 
 import pytest
 
-from .conftest import TOPICS, free_port, needs_serve_extra
+from .conftest import TOPICS, needs_serve_extra
 
 pytestmark = pytest.mark.slow
 
@@ -29,21 +27,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 @pytest.fixture()
 def live_url(engine):
     """The app on a loopback port in a thread of this process (uvicorn), over the session's engine."""
-    import uvicorn
-
     from headseg.serve.app import create_app
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine=engine), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
+    from .live import serve_in_thread
+
+    with serve_in_thread(create_app(engine=engine)) as url:
+        yield url
 
 
 @contextlib.contextmanager
