@@ -121,6 +121,7 @@ def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engin
         page.fill("#opt-max_tokens", "60")
         page.click("#go")
         page.wait_for_selector("#segments-out details.node", timeout=60_000)
+        plot_width = page.evaluate("document.getElementById('plot').viewBox.baseVal.width")
         bands = page.locator("#plot rect.band")
         got_bands = [(bands.nth(i).get_attribute("data-path"), float(bands.nth(i).get_attribute("x")),
                       float(bands.nth(i).get_attribute("width")), float(bands.nth(i).get_attribute("y")))
@@ -141,8 +142,8 @@ def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engin
     # one band per node, in pre-order, at its offsets, one row (8 px) lower per depth
     assert [path for path, *_ in got_bands] == [path for path, _ in nodes]
     for (path, x, width, y), (_, n) in zip(got_bands, nodes):
-        assert x == pytest.approx(n["start"] / len(text) * 1000, abs=1e-3)
-        assert width == pytest.approx(max((n["end"] - n["start"]) / len(text) * 1000, 1), abs=1e-3)
+        assert x == pytest.approx(n["start"] / len(text) * plot_width, abs=1e-3)
+        assert width == pytest.approx(max((n["end"] - n["start"]) / len(text) * plot_width, 1), abs=1e-3)
         assert y - got_bands[0][3] == pytest.approx(8 * (n["depth"] - 1))
     for summary, (path, n) in zip(summaries, inner):
         summary = " ".join(summary.split())  # the browser's text collapses runs of spaces
@@ -187,7 +188,8 @@ def opened_headings(record: dict) -> list[tuple[int, str, str]]:
     return out
 
 
-#: the heading labels' boxes, relative to their strip, and the plot's top, in CSS pixels
+#: the heading labels' boxes, relative to their strip, and the plot's edges and width (its viewBox's and its
+#: own), in CSS pixels
 HEADING_BOXES = """() => {
   const strip = document.getElementById("headings").getBoundingClientRect();
   const plot = document.getElementById("plot").getBoundingClientRect();
@@ -197,7 +199,9 @@ HEADING_BOXES = """() => {
             left: r.left, right: r.right, top: r.top, bottom: r.bottom, width: strip.width,
             clipped: e.scrollWidth > e.clientWidth};
   });
-  return {labels, plotTop: plot.top, plotLeft: plot.left, plotRight: plot.right};
+  const svg = document.getElementById("plot");
+  return {labels, plotTop: plot.top, plotLeft: plot.left, plotRight: plot.right,
+          plotUnits: svg.viewBox.baseVal.width, plotPixels: svg.clientWidth};
 }"""
 
 
@@ -228,13 +232,26 @@ def test_viewer_page_lays_out_many_headings_apart_from_each_other_and_the_axis(l
         page.select_option("#opt-structure", "markdown")
         page.click("#go")
         page.wait_for_selector("#segments-out .seg", timeout=60_000)
-        boxes = page.evaluate(HEADING_BOXES)
+        wide = page.evaluate(HEADING_BOXES)
         page.screenshot(path=shot(tmp_path, "headings.png"))
+        page.set_viewport_size({"width": 700, "height": 900})  # placed again at the new width
+        page.wait_for_function("document.getElementById('headings').clientWidth < 700")
+        narrow = page.evaluate(HEADING_BOXES)
+        page.screenshot(path=shot(tmp_path, "headings-narrow.png"))
     assert not errors
+    assert narrow["labels"][0]["width"] < wide["labels"][0]["width"]
+    for boxes in (wide, narrow):
+        check_labels(boxes, opened, len(text))
+
+
+def check_labels(boxes: dict, opened: list[tuple[int, str]], length: int) -> None:
+    """The labels are the headings ``opened`` (start, path), each at its boundary, over the plot and inside
+    its width, none covering another, in more than one row, some shortened."""
     labels = boxes["labels"]
     assert [(g["start"], g["title"]) for g in labels] == opened
+    assert boxes["plotUnits"] == boxes["plotPixels"]  # the plot is drawn at its size: its text not stretched
     for g in labels:
-        assert g["x"] == pytest.approx(g["start"] / len(text) * g["width"], abs=0.5)
+        assert g["x"] == pytest.approx(g["start"] / length * g["width"], abs=0.5)
         assert g["bottom"] <= boxes["plotTop"] + 0.5  # over the plot, never on it
         assert boxes["plotLeft"] - 0.5 <= g["left"] and g["right"] <= boxes["plotRight"] + 0.5
     for i, a in enumerate(labels):
