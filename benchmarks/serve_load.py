@@ -54,7 +54,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.common import segmentation_root
-from headseg.serve import probe
+from headseg.serve import launch
 
 
 def load_docs(n_choi: int, n_lectures: int) -> list[tuple[str, str]]:
@@ -75,10 +75,10 @@ def rss_mb(pid: int) -> float:
 
 
 def wait_ready(url: str, timeout: float, proc: subprocess.Popen) -> None:
-    """:func:`headseg.serve.probe.wait_ready`, ending the benchmark with its message."""
+    """:func:`headseg.serve.launch.wait_ready`, ending the benchmark with its message."""
     try:
-        probe.wait_ready(url, timeout, proc)
-    except probe.ServerNotReady as exc:
+        launch.wait_ready(url, timeout, proc)
+    except launch.ServerNotReady as exc:
         raise SystemExit(str(exc)) from None
 
 
@@ -129,7 +129,7 @@ class Server:
     """``headseg serve`` in a subprocess, ready when constructed; ``tree``: serve that source tree's code."""
 
     def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL, tree: Path | None = None):
-        self.port = probe.free_port()
+        self.port = launch.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         flags = flags if "--log-level" in flags else ("--log-level", "warning", *flags)
         env = None
@@ -358,11 +358,11 @@ def ray_cpu(root: int) -> dict[int, tuple[str, float]]:
 def part_ray(docs, requests: int, workers: int | None = None) -> None:
     rows = []
     for replicas in (1, 2):
-        port = probe.free_port()
+        port = launch.free_port()
         # one model thread per replica: 2 replicas against 1 is like for like, as a second node would be
         proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
                                  str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512",
-                                 *([] if workers is None else ["--workers", str(workers)])],
+                                 *([] if workers is None else ["--doc-threads", str(workers)])],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -411,9 +411,9 @@ def main() -> None:
                     help="throughput: also serve from this source tree (e.g. an export of the commit before), "
                          "side by side")
     ap.add_argument("--ray-workers", type=int, default=None,
-                    help="ray: the replicas' --workers (default: the server's own default)")
+                    help="ray: the replicas' --doc-threads (default: the server's own default)")
     ap.add_argument("--server-flag", action="append", default=[],
-                    help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--workers=16")
+                    help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--doc-threads=16")
     args = ap.parse_args()
     docs = load_docs(args.choi, args.lectures)
     parts = args.parts.split(",")

@@ -23,6 +23,7 @@ from headseg.analysis.capture import CaptureBackend, TorchBackend
 from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
+from headseg.analysis.registry import Registry
 
 from .artifact import PRECISIONS
 from .serve import onnx_backend
@@ -41,7 +42,8 @@ class _Entry:
     help: str
 
 
-_REGISTRY: dict[str, _Entry] = {}
+#: the backends by name, in the order users see (``auto``, ``onnx``, ``torch``)
+BACKENDS: Registry[_Entry] = Registry("backend")
 
 
 def register_backend(name: str, help: str) -> Callable[[BackendFactory], BackendFactory]:
@@ -50,26 +52,17 @@ def register_backend(name: str, help: str) -> Callable[[BackendFactory], Backend
     Refuses a name that is already taken (a second factory would silently
     replace the first).
     """
-    if not isinstance(name, str) or not name:
-        raise HeadsegError("a backend name must be a non-empty string")
-    if name in _REGISTRY:
-        raise HeadsegError(f"backend '{name}' is already registered")
-
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        _REGISTRY[name] = _Entry(factory, help)
-        return factory
-
-    return decorate
+    return BACKENDS.register(name, lambda factory: _Entry(factory, help))
 
 
 def backend_names() -> tuple[str, ...]:
     """The registered backend names, in registry order (``auto``, ``onnx``, ``torch``)."""
-    return tuple(_REGISTRY)
+    return BACKENDS.names()
 
 
 def backend_help() -> str:
     """One line for ``--backend``'s help: ``name: what it does`` for every backend, in registry order."""
-    return "; ".join(f"{name}: {entry.help}" for name, entry in _REGISTRY.items())
+    return BACKENDS.help()
 
 
 def make_backend(
@@ -101,15 +94,13 @@ def make_backend(
     """
     if hasattr(backend, "capture"):
         return backend
-    names = backend_names()
-    if backend not in names:
-        raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(names)})")
+    factory = BACKENDS.get(backend).factory
     if device not in (None, "auto", "cpu", "cuda"):
         raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
     if precision is not None and precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
-    return _REGISTRY[backend].factory(loaded, profile, device=device, artifact=artifact, precision=precision,
-                                      export=export, threads=threads, quiet=quiet)
+    return factory(loaded, profile, device=device, artifact=artifact, precision=precision, export=export,
+                   threads=threads, quiet=quiet)
 
 
 @register_backend("auto", "the ONNX engine (exported into the cache on first use), torch where it cannot serve")

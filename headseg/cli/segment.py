@@ -53,7 +53,7 @@ from headseg.segmenter.stream import DEFAULT_BATCH_DOCS, DocumentError
 
 from . import options
 from .inputs import Source, check_text_sources, expand_inputs, iter_documents
-from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output
+from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output, sink_for
 from .journal import JournalSink, check_journal, check_journal_end, document_digest, journal_path, read_journal
 from .sinks import Sink, report_failed
 
@@ -108,7 +108,7 @@ def writes_file(args) -> bool:
 
 def journaled(args) -> bool:
     """Whether the output is JSONL appended to ``--out`` with a journal (``--resume`` works on it)."""
-    return writes_file(args) and get_format(args.format).journaled
+    return writes_file(args) and get_format(args.format).appendable
 
 
 def check_args(args) -> SegmentOptions:
@@ -126,7 +126,7 @@ def check_args(args) -> SegmentOptions:
         raise InputError("standard output is closed: the segments have nowhere to go (give --out FILE)")
     fmt = get_format(args.format)
     if args.resume and not journaled(args):
-        journals = " or ".join(n for n in format_names() if get_format(n).journaled)
+        journals = " or ".join(n for n in format_names() if get_format(n).appendable)
         raise InputError(f"--resume needs --format {journals} and --out FILE")
     if fmt.needs_file and not writes_file(args):
         raise InputError(f"--format {fmt.name} needs --out FILE")
@@ -232,8 +232,8 @@ def load_segmenter(args):
 
 def open_sink(args, settings: dict, single: bool) -> Sink:
     """The sink of ``--format`` for ``--out`` (``single``: one text document), from the format registry."""
-    return get_format(args.format).open(SinkTarget(args.out if writes_file(args) else None, single=single,
-                                                   settings=settings, resume=args.resume))
+    return sink_for(args.format, SinkTarget(args.out if writes_file(args) else None, single=single,
+                                            settings=settings, resume=args.resume))
 
 
 def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], bool]:
