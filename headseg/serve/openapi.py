@@ -6,7 +6,8 @@ FastAPI derives ``/openapi.json`` from the routes; the body of ``POST
 :func:`install` names them under ``components/schemas``: ``SegmentRequest``
 (:func:`~.requests.request_schema`, the schema the form and the docs are made
 from), ``Segmentation`` (the answer: ``Segmentation.to_dict()``'s record, with
-its ``Segment`` and ``TreeNode``), ``DocumentError`` (a failed document's
+its ``Segment`` and ``TreeNode``, made from the one record schema,
+``RECORD_SCHEMA``), ``DocumentError`` (a failed document's
 NDJSON line) and ``Refusal`` (``{"error": ...}``), and refers to them from the
 operation, so ``/docs`` shows them and a client generator can use them.
 """
@@ -22,41 +23,57 @@ from .requests import request_schema
 #: the components every path refers to, by name
 REF = "#/components/schemas/"
 
-_SPAN = {
-    "start": {"type": "integer", "minimum": 0, "description": "first character (Python string index)"},
-    "end": {"type": "integer", "minimum": 1, "description": "one past the last character: text == document[start:end]"},
-    "score": {"type": "number", "description": "strength of the boundary that opens it (0 at the text's start; "
-                                               "rounded to 6 decimals)"},
-    "text": {"type": "string", "description": "the characters [start, end) of the document"},
-    "token_count": {"type": ["integer", "null"], "minimum": 0, "description": "model tokens in it"},
-    "headings": {"type": "array", "items": {"type": "string"},
-                 "description": "the Markdown headings it lies under, outermost first (empty in plain text)"},
-    "id": {"type": "integer", "minimum": 0, "description": "the node's number in the document, pre-order"},
-    "depth": {"type": "integer", "minimum": 1, "description": "1 for the document's children"},
+#: what each record field means, for the schema's descriptions (the fields and their types are
+#: :data:`~headseg.analysis.segments.RECORD_SCHEMA`'s)
+MEANINGS = {
+    "document": "the document's id (null for one text)",
+    "index": "its number among the segments",
+    "start": "first character (Python string index)",
+    "end": "one past the last character: text == document[start:end]",
+    "score": "strength of the boundary that opens it (0 at the text's start; rounded to 6 decimals)",
+    "text": "the characters [start, end) of the document",
+    "token_count": "model tokens in it",
+    "headings": "the Markdown headings it lies under, outermost first (empty in plain text)",
+    "id": "the node's number in the document, pre-order",
+    "parent": "the id of its tree node's parent (null: depth 1)",
+    "depth": "1 for the document's children",
 }
+
+_JSON_TYPES = {str: "string", int: "integer", float: "number", list: "array"}
+
+
+def _field(f) -> dict[str, Any]:
+    """The JSON Schema of one :class:`~headseg.analysis.segments.RecordField`."""
+    kind = _JSON_TYPES[f.type]
+    prop: dict[str, Any] = {"type": [kind, "null"] if f.optional else kind}
+    if f.type is list:
+        prop["items"] = {"type": "string"}  # the one list field, headings: strings
+    if f.name in MEANINGS:
+        prop["description"] = MEANINGS[f.name]
+    return prop
 
 
 def record_schemas() -> dict[str, dict[str, Any]]:
     """The JSON Schemas of an answer: ``Segmentation`` (one record), ``Segment``, ``TreeNode``,
-    ``DocumentError`` and ``Refusal``, referring to each other under :data:`REF`."""
+    ``DocumentError`` and ``Refusal``, referring to each other under :data:`REF`; a segment's and a
+    node's fields are :data:`~headseg.analysis.segments.RECORD_SCHEMA`'s (a node: ``TREE_FIELDS``)."""
+    from headseg.analysis.segments import RECORD_SCHEMA, TREE_FIELDS
     from headseg.segmenter.levels import level_names
 
     def obj(properties: dict, description: str, required: list[str] | None = None) -> dict:
         return {"type": "object", "description": description, "properties": properties,
                 "required": list(properties) if required is None else required, "additionalProperties": False}
 
-    segment = obj({
-        "index": {"type": "integer", "minimum": 0, "description": "its number among the segments"},
-        **{k: _SPAN[k] for k in ("start", "end", "score", "text", "token_count", "headings", "id")},
-        "parent": {"type": ["integer", "null"], "description": "the id of its tree node's parent (null: depth 1)"},
-        "depth": _SPAN["depth"],
-    }, "one segment; the segments tile the document")
-    node = obj({**{k: _SPAN[k] for k in ("id", "start", "end", "score", "text", "token_count", "headings", "depth")},
+    fields = {f.name: _field(f) for f in RECORD_SCHEMA}
+    # the document's id is the record's own, not each segment's (to_dict)
+    segment = obj({name: prop for name, prop in fields.items() if name != "document"},
+                  "one segment; the segments tile the document")
+    node = obj({**{name: fields[name] for name in TREE_FIELDS},
                 "children": {"type": "array", "items": {"$ref": REF + "TreeNode"},
                              "description": "its parts, tiling it (empty: a leaf, one of the segments)"}},
                "one node of a segment tree (level tree)")
     record = obj({
-        "document": {"type": ["string", "null"], "description": "the document's id (null for one text)"},
+        "document": fields["document"],
         "level": {"type": "string", "enum": list(level_names())},
         "segments": {"type": "array", "items": {"$ref": REF + "Segment"},
                      "description": "the segments in order (for a tree: its leaves)"},
