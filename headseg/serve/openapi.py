@@ -74,7 +74,7 @@ def record_schemas() -> dict[str, dict[str, Any]]:
                "one node of a segment tree (level tree)")
     record = obj({
         "document": fields["document"],
-        "level": {"type": "string", "enum": list(level_names())},
+        "level": {"type": "string", "enum": list(level_names()), "description": "the level asked for"},
         "segments": {"type": "array", "items": {"$ref": REF + "Segment"},
                      "description": "the segments in order (for a tree: its leaves)"},
         "tree": {"type": "array", "items": {"$ref": REF + "TreeNode"},
