@@ -146,6 +146,7 @@ def run(args) -> int:
 
     from headseg.serve.app import create_app
     from headseg.serve.engine import Engine
+    from headseg.serve.refusals import http_protocol
 
     _Server = _server_class()
     try:
@@ -154,9 +155,10 @@ def run(args) -> int:
         sock.close()
         raise
     app = create_app(engine=engine)
-    # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
+    # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown; a
+    # request it cannot parse is answered {"error": ...} like every other refusal (http_protocol)
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                           timeout_graceful_shutdown=None, server_header=False))
+                                    timeout_graceful_shutdown=None, server_header=False, http=http_protocol()))
     # uvicorn says where it serves only when it binds itself; the port matters most with --port 0
     logging.getLogger("headseg").info("serving on http://%s (Press CTRL+C to quit)", _address(sock))
     try:
