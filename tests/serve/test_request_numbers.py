@@ -20,7 +20,8 @@ SAMPLE = "Bees make honey. They live in hives."
 
 @pytest.mark.parametrize("field", ["penalty", "max_chars", "min_chars", "max_tokens", "target_tokens", "segments",
                                    "overlap", "depth"])
-@pytest.mark.parametrize("number", ["1" + "0" * 400, "1" + "0" * 5000, "1e400", "-" + "9" * 4400, "1." + "5" * 5000])
+@pytest.mark.parametrize("number", ["1" + "0" * 400, "1" + "0" * 5000, "1e400", "-" + "9" * 4400, "1." + "5" * 5000],
+                         ids=["400-digits", "5000-digits", "1e400", "minus-4400-digits", "5000-digit-fraction"])
 def test_long_numbers_are_422(client, field, number):
     body = ('{"text": %s, "%s": %s}' % (json.dumps(SAMPLE), field, number)).encode()
     r = client.post("/v1/segment", content=body, headers={"content-type": "application/json"})
