@@ -13,8 +13,8 @@ is a fence), and which elements, tag runs and admonitions (``:::note`` ... ``:::
 :mod:`headseg.segmenter.structure` parses again with that plan; line numbers never change, so
 offsets stay exact.
 
-Cost: O(L) in the lines of the HTML blocks (each line scanned once, the element stack at most
-as deep as the nesting).
+Cost: O(L) in the lines (each line scanned once, an opening tag over lines read up to
+:data:`MAX_TAG_LINES` ahead; every tag O(1) amortised, :class:`_Elements`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _ESM = re.compile(r"(import|export)\b")
 #: one element with its text on one line (``<summary>More</summary>``): read as a tag line too
 _ONE_LINE = re.compile(r"<([A-Za-z][\w.:-]*)(?:\s[^<>]*)?>[^<>]*</\1\s*>")
 #: at most this many lines joined to read one opening tag that spans lines (``<TabItem\n value="py">``)
-MAX_TAG_LINES = 32
+MAX_TAG_LINES = 16
 
 
 @dataclass
@@ -134,12 +134,76 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
+class _Open:
+    """An element or admonition opened and not yet closed."""
+
+    __slots__ = ("name", "line", "depth", "least", "cut", "merged")
+
+    def __init__(self, name: str, line: int, depth: int):
+        self.name, self.line, self.depth = name, line, depth
+        self.least = 1 << 30  # the least indentation of its non-blank inner lines so far
+        self.cut = 0  # what its own lines lose once it is closed
+        self.merged: _Open | None = None  # never closed: its lines are its parent's
+
+
+class _Elements:
+    """The open elements, a line's innermost one and the least indentation inside each, kept so that
+    every line and every tag costs O(1) amortised (closing tags are matched by name through counts:
+    a closing tag that matches nothing open costs no walk down the stack)."""
+
+    def __init__(self, n: int):
+        self.stack: list[_Open] = []
+        self.counts: dict[str, int] = {}
+        self.owner: list[_Open | None] = [None] * n
+
+    def line(self, li: int, indent: int, owner: _Open | None = None) -> None:
+        """A non-blank line ``li`` inside ``owner`` (default: the innermost open element, if any)."""
+        top = owner if owner is not None else self.stack[-1] if self.stack else None
+        if top is not None:
+            self.owner[li] = top
+            top.least = min(top.least, indent)
+
+    def open(self, name: str, li: int) -> None:
+        self.stack.append(_Open(name, li, len(self.stack) + 1))
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+    def close(self, name: str) -> _Open | None:
+        """The element ``name`` closes (inner ones left open are merged into their parents), or None."""
+        if not self.counts.get(name):
+            return None
+        while True:
+            e = self.stack.pop()
+            self.counts[e.name] -= 1
+            parent = self.stack[-1] if self.stack else None
+            if parent is not None:
+                parent.least = min(parent.least, e.least)
+            if e.name == name:
+                e.cut = e.least if e.least < 1 << 30 else 0
+                return e
+            e.merged = parent
+
+    def dedents(self) -> dict[int, int]:
+        """Each line's columns to strip: its innermost closed element's ``cut``."""
+        out: dict[int, int] = {}
+        for li, e in enumerate(self.owner):
+            root = e
+            while root is not None and root.merged is not None:
+                root = root.merged
+            while e is not None and e.merged is not None:  # path compression: each chain walked once
+                e.merged, e = root, e.merged
+            if root is not None and root.cut:
+                out[li] = root.cut
+        return out
+
+
 def plan(lines: list[str]) -> Plan:
     """The :class:`Plan` of a document of ``lines`` (line breaks stripped), one pass: fences are
     tracked here (CommonMark's first reading cannot be trusted past a fence an HTML block swallowed:
-    a blank line in the code ends the block, and the closing fence then opens one)."""
+    a blank line in the code ends the block, and the closing fence then opens one).  Each line
+    strictly inside an element loses up to the least indentation of the element's non-blank inner
+    lines (the innermost element's)."""
     out = Plan()
-    stack: list[tuple[str, int]] = []  # open elements and admonitions: name (":::" for one), first line
+    els = _Elements(len(lines))
     fence: tuple[str, int] | None = None  # an open fence: its character, its length
     raw: str | None = None  # the end of raw text: "</pre>" and the like, or "-->"
     run: list[int] = []  # the tag lines of the current run
@@ -153,10 +217,17 @@ def plan(lines: list[str]) -> Plan:
         run.clear()
         matched = False
 
+    def closed(e: _Open | None, last: int) -> bool:
+        if e is not None:
+            out.elements.append((e.line, last + 1, e.depth))
+        return e is not None
+
     li, n = 0, len(lines)
     while li < n:
         line = lines[li]
         stripped = line.strip()
+        if stripped and (fence is not None or raw is not None):
+            els.line(li, _indent(line))  # code and raw text: inner lines of the element they are in
         if fence is not None:
             m = _FENCE.match(line)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not m.group(2).strip():
@@ -169,12 +240,13 @@ def plan(lines: list[str]) -> Plan:
             li += 1
             continue
         was_after, after_tag = after_tag, False
-        if not stripped or (not stack and _indent(line) >= 4):  # blank, or indented code outside JSX
+        if not stripped or (not els.stack and _indent(line) >= 4):  # blank, or indented code outside JSX
             end_run()
             li += 1
             continue
         m = _FENCE.match(line)
         if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            els.line(li, _indent(line))
             out.wraps = out.wraps or was_after
             end_run()
             fence = (m.group(1)[0], len(m.group(1)))
@@ -184,24 +256,23 @@ def plan(lines: list[str]) -> Plan:
         if m:
             end_run()
             if m.group(2):  # :::note opens
-                stack.append((m.group(1), li))
+                els.line(li, _indent(line))
+                els.open(m.group(1), li)
                 out.blank.add(li)
-            else:  # ::: closes the innermost admonition opened with as many colons
-                for k in range(len(stack) - 1, -1, -1):
-                    if stack[k][0] == m.group(1):
-                        out.elements.append((stack[k][1], li + 1, k + 1))
-                        del stack[k:]
-                        out.blank.add(li)
-                        break
+            elif closed(els.close(m.group(1)), li):  # ::: closes the innermost one of as many colons
+                out.blank.add(li)
+            els.line(li, _indent(line))
             li += 1
             continue
         one = _ONE_LINE.fullmatch(stripped)
         tags, last = ([("self", one.group(1))] if one and one.group(1).lower() not in RAW
                       else _scan_tags(stripped)), li
-        while tags == [("partial", "")] and last + 1 < min(n, li + MAX_TAG_LINES):
-            last += 1
-            tags = _scan_tags(" ".join(x.strip() for x in lines[li:last + 1]))
+        if tags == [("partial", "")]:  # an opening tag over lines: up to the first line holding a '>'
+            ends = [k for k in range(li + 1, min(n, li + MAX_TAG_LINES)) if ">" in lines[k]][:1]
+            last = ends[0] if ends else li
+            tags = _scan_tags(" ".join(x.strip() for x in lines[li:last + 1])) if ends else None
         if not tags or tags == [("partial", "")]:
+            els.line(li, _indent(line))
             end_run()
             out.wraps = out.wraps or (was_after and stripped.startswith("|"))
             if stripped.startswith("<!--") and "-->" not in stripped:
@@ -211,20 +282,21 @@ def plan(lines: list[str]) -> Plan:
                 raw = f"</{opened.group(1).lower()}"
             li += 1
             continue
+        depth = len(els.stack)  # a tag line belongs to the shallowest element open during it
         for kind, name in tags:
             if kind == "open" and name.lower() in RAW:
                 raw = f"</{name.lower()}"
                 break
             if kind == "open":
-                stack.append((name, li))
+                els.open(name, li)
                 matched = True
             elif kind == "close":
-                for k in range(len(stack) - 1, -1, -1):
-                    if stack[k][0] == name:
-                        out.elements.append((stack[k][1], last + 1, k + 1))
-                        del stack[k:]
-                        matched = True
-                        break
+                matched = closed(els.close(name), last) or matched
+                depth = min(depth, len(els.stack))
+        if depth:
+            for x in range(li, last + 1):
+                if lines[x].strip():
+                    els.line(x, _indent(lines[x]), els.stack[depth - 1])
         if raw is not None:  # <pre> and its kind: raw text, left to CommonMark's HTML block
             end_run()
             li = last + 1
@@ -235,21 +307,11 @@ def plan(lines: list[str]) -> Plan:
         after_tag = True
         li = last + 1
     end_run()
-    _dedent(lines, out)
+    while els.stack:  # never closed: no element
+        e = els.stack.pop()
+        e.merged = els.stack[-1] if els.stack else None
+    out.dedent = els.dedents()
     return out
-
-
-def _dedent(lines: list[str], out: Plan) -> None:
-    """Each line strictly inside an element loses up to the least indentation of the element's
-    non-blank inner lines (the innermost element's, as elements are listed inner first)."""
-    for l0, l1, _ in out.elements:
-        inner = [li for li in range(l0 + 1, l1 - 1) if lines[li].strip() and li not in out.dedent]
-        if not inner:
-            continue
-        cut = min(_indent(lines[li]) for li in inner)
-        if cut:
-            for li in inner:
-                out.dedent[li] = cut
 
 
 def is_esm(first_line: str) -> bool:

@@ -39,9 +39,19 @@ def _read(text: str) -> None:
     read_markdown(text, mdx=None)
 
 
-@pytest.mark.parametrize("kind", sorted(MARKDOWN_KINDS))
+#: hostile JSX for the MDX reading (segmenter/jsx.py): deep nesting, closing tags that match nothing open,
+#: unclosed tags over lines, and fences under tags
+JSX_KINDS = {
+    "nested": lambda n: "<a>\n" * (n // 9) + "</a>\n" * (n // 9),
+    "unmatched": lambda n: "<a>\n" * (n // 8) + "</b>\n" * (n // 8),
+    "unclosed": lambda n: "<Tab\n" * (n // 5),
+    "wrapped": lambda n: "<Tabs>\n```\n# x\n```\n" * (n // 20) + "</Tabs>\n" * (n // 20),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MARKDOWN_KINDS) + sorted(JSX_KINDS))
 def test_reading_cost_grows_linearly(kind):
-    make = MARKDOWN_KINDS[kind]
+    make = MARKDOWN_KINDS.get(kind) or JSX_KINDS[kind]
     small, large = _calls(lambda: _read(make(6_000))), _calls(lambda: _read(make(24_000)))
     # one-line kinds cost a constant number of calls (the parser's loops over a line are C's: inline
     # parsing is off); the many-line kinds about 4×; the heading paths were 16× (O(H) each) before
