@@ -14,7 +14,9 @@ quote or an HTML block); whether it is cut is the search's
 
 :func:`looks_like_markdown` is the ``structure="auto"`` rule: a fence, a GFM
 table or two ATX headings (``#`` ...); prose, transcripts and MediaWiki text
-have none of them.  :func:`resolve_structure` applies the option.
+have none of them.  :func:`resolve_structure` applies the option; ``mdx`` (``auto`` for a ``.mdx``
+file and for Markdown whose HTML blocks wrap a fence or a table) first reads the JSX and HTML tag
+lines as element edges (:mod:`headseg.segmenter.jsx`), so what they wrap is Markdown.
 
 Cost: one parse, O(N) in the characters (about 2 MB/s), and O(B log B) to
 order the blocks; :meth:`Structure.heading_path` is O(log H + depth).
