@@ -322,6 +322,7 @@ def make(out: Path, repo: Path, data: Path, per_family: int, chars: int, with_on
             left.append(f"{name} (compiled)")
     if with_onnx:
         brought += [p.name for p in download_onnx(out / "wheels", python_version)]
+        left = [n for n in left if n.split(" ", 1)[0] not in ("onnx", "ml-dtypes")]
 
     src, _ = resolve_model_path(None)
     src = Path(src)

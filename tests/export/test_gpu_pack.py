@@ -105,12 +105,13 @@ def test_restored_model_segments_as_the_original_does(restored, pack):
     from headseg import Segmenter
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    texts = [d.text for d in iter_documents(str(REPO / "tests" / "fixtures" / "dev"))]
+    texts = sorted((d.text for d in iter_documents(str(REPO / "tests" / "fixtures" / "dev"))), key=len)[:3]
     orig = Segmenter(backend="torch", device="cpu", quiet=True).segment_many(texts)
     back = Segmenter(model=str(restored), profile=str(pack / "profile.json"), backend="torch", device="cpu",
                      quiet=True).segment_many(texts)
     same = [a.boundaries == b.boundaries for a, b in zip(orig, back)]
-    # measured: equal on 4 of 4 (the dev fixtures); the GPU comparison itself is on the same restored weights
+    # measured: equal on all 4 dev fixtures (the 3 shortest here); the GPU comparison itself is on the same
+    # restored weights on both sides
     assert all(same), [(a.boundaries, b.boundaries) for a, b in zip(orig, back)]
 
 
