@@ -89,11 +89,14 @@ def torch_gpu_name() -> str | None:
     """
     if importlib.util.find_spec("torch") is None or not cuda_driver_loads():
         return None
-    import torch
+    try:
+        import torch
 
-    if not torch.cuda.is_available():
+        if not torch.cuda.is_available():
+            return None
+        return str(torch.cuda.get_device_name(0))
+    except Exception:  # a torch that cannot start CUDA (or import) here is no GPU for serving
         return None
-    return str(torch.cuda.get_device_name(0))
 
 
 def host_cores() -> int:

@@ -79,6 +79,12 @@ def test_torch_gpu_name_reads_torch_where_the_driver_loads(monkeypatch):
     fake.cuda.is_available = lambda: False
     assert policy.torch_gpu_name() is None
 
+    def broken():
+        raise RuntimeError("CUDA driver initialization failed")
+
+    fake.cuda.is_available = broken
+    assert policy.torch_gpu_name() is None
+
 
 @pytest.fixture
 def gpu_host(monkeypatch):
