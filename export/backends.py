@@ -25,7 +25,10 @@ from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 from headseg.analysis.registry import Registry
 
+from . import policy
 from .artifact import PRECISIONS
+from .policy import EngineChoice, choose_engine
+from .runtime import cuda_provider_works
 from .serve import onnx_backend
 
 logger = logging.getLogger("headseg")
@@ -105,7 +108,19 @@ def make_backend(
 
 @register_backend("auto", "the ONNX engine (exported into the cache on first use), torch where it cannot serve")
 def _auto_backend(loaded, profile, *, device, artifact, precision, export, threads, quiet) -> CaptureBackend:
-    """ONNX where it can serve; otherwise torch, saying why (an explicit ``artifact`` never falls back)."""
+    """ONNX where it can serve; otherwise torch, saying why (an explicit ``artifact`` never falls back).
+
+    On a host where torch sees a GPU and onnxruntime cannot use it, the engine is
+    :func:`~.policy.choose_engine`'s, said in one line on the ``headseg`` logger.
+    """
+    choice = None if artifact is not None else _gpu_host_choice(device, precision)
+    if choice is not None:
+        if not quiet:
+            logger.warning(choice.reason)
+        if choice.backend == "torch":
+            return _torch_backend(loaded, profile, device=choice.device, artifact=None, precision=None,
+                                  export=export, threads=threads, quiet=quiet)
+        device = choice.device
     try:
         return onnx_backend(loaded, profile, device, artifact, precision, export, threads, quiet,
                             export_in_memory=False)
@@ -140,6 +155,18 @@ def _torch_backend(loaded, profile, *, device, artifact, precision, export, thre
         # asked of torch it would be silently ignored: torch runs the model in fp32
         raise HeadsegError(f"precision {precision} is served by the onnx backend; torch runs fp32")
     return TorchBackend(loaded, device=device or "auto")
+
+
+def _gpu_host_choice(device: str | None, precision: str | None) -> EngineChoice | None:
+    """:func:`~.policy.choose_engine` where it applies: ``auto``/``cuda`` asked, onnxruntime unable to use CUDA."""
+    if device not in (None, "auto", "cuda"):
+        return None
+    try:
+        if cuda_provider_works():
+            return None
+    except ImportError:
+        pass  # no onnxruntime: its own fallback to torch says so
+    return choose_engine(device, policy.torch_gpu_name(), policy.host_cores(), precision, policy.GPU_MEASUREMENT)
 
 
 def _needs_onnxruntime(exc: ImportError) -> ArtifactError:
