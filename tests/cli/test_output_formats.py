@@ -178,7 +178,7 @@ def test_the_cli_the_service_and_the_ray_actor_build_the_same_records(model_dir,
     cli_rows = read_records(tmp_path / "o.jsonl")
 
     config = SegmenterConfig(model=str(model_dir), backend="torch", device="cpu")
-    engine = Engine(ServeConfig(segmenter=config, max_queue=8, workers=1)).start()
+    engine = Engine(ServeConfig(segmenter=config, max_queue=8, doc_threads=1)).start()
     try:
         with TestClient(create_app(engine=engine)) as client:
             one = client.post("/v1/segment", json={"text": TEXT, "level": level})
