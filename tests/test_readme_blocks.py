@@ -50,6 +50,9 @@ def test_every_block_is_run_or_a_synopsis():
         elif lang == "bash" and all(line.startswith(("make ", "python3 -m venv", "venv/bin/pip"))
                                     for line in body.strip().splitlines()):
             kinds.append("setup")
+        elif lang == "bash" and all(line.startswith(("python benchmarks/gpu_pack.py", "bash gpu-pack/gpu.sh"))
+                                    for line in body.strip().splitlines()):
+            kinds.append("gpu pack")   # made and dry-run by tests/export/test_gpu_pack.py
         elif lang == "text" and body.lstrip().startswith("headseg "):
             kinds.append("synopsis")
         else:
