@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -32,16 +31,12 @@ from headseg.analysis.errors import HeadsegError
 
 from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
-from .limits import SizeLimits, TokenMeasure, repair_cuts
-from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
-                    line_groups, lines_are_paragraphs, open_groups_at, paragraph_bonus, paragraph_starts,
-                    starts_same_line)
+from .document import Document
+from .limits import SizeLimits, repair_cuts
+from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
+from .request import SearchRequest
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
-
-if TYPE_CHECKING:  # the options are read here, never built (options.py validates levels, which run this)
-    from .options import SegmentOptions
-    from .structure import Structure
 
 
 @dataclass
@@ -379,53 +374,57 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     return (cuts if first is None else [int(first[c]) for c in cuts]), scores
 
 
-def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
-                        measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
-                        structure: "Structure | None" = None, allowed=None) -> tuple[list[int], list[float]]:
-    """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
+def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
+                        headings_up_to: int | None = None, allowed=None) -> tuple[list[int], list[float]]:
+    """Topic boundaries of one document: the search's preparation from its features, then :func:`topic_boundaries`.
 
-    ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
-    ``text``), ``tokens [U]`` their model tokens, ``measure`` the counter of
-    ``opts.max_tokens``.  From the text come the line groups and headings the
-    search compares as one item; from ``opts`` the hard size limits and the size
-    target; under a size target, the structural prior that makes a cut at a line
-    break or before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).
-    The discounts belong to the target, so with exactly ``opts.segments`` segments,
-    where the target is not paid, they are not either.  ``structure``: the text's
-    Markdown structure (:mod:`~headseg.segmenter.structure`; None: plain text), whose
-    blocks and headings enter as a cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`:
-    no cut inside a block that fits the limits, a bonus before a heading); its headings
-    replace the heuristic ones; ``allowed``: as :func:`topic_boundaries`'.
+    ``x [U, D]``: the unit vectors of ``doc``'s units.  From the document come the
+    line groups and headings the search compares as one item (its features, derived
+    once: :class:`~headseg.segmenter.document.Document`); from ``request`` the hard
+    size limits, the size target, the number of segments, the penalty and its scale;
+    under a size target, the structural prior that makes a cut at a line break or
+    before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).  The
+    discounts belong to the target, so with exactly ``request.segments`` segments,
+    where the target is not paid, they are not either.  The document's Markdown
+    structure (None: plain text), down to heading level ``headings_up_to`` (None:
+    every heading; a segment tree's coarser levels drop the deeper ones), enters as a
+    cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`: no cut inside a
+    block that fits the limits, a bonus before a heading); its headings replace the
+    heuristic ones; ``allowed``: as :func:`topic_boundaries`'.
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
-    params = replace(params, max_units=units_bound(units, structure, params.max_units))  # a long block kept whole
-    same_line = starts_same_line(text, units)
+    structure = doc.structure
+    if structure is not None and headings_up_to is not None:
+        structure = structure.up_to(headings_up_to)
+    units, tokens, same_line = doc.units, doc.unit_tokens, doc.same_line
+    # a long block kept whole; the request's scale on every penalty and prior (a tree's coarser levels)
+    params = replace(params, max_units=units_bound(units, structure, params.max_units),
+                     scale=params.scale * request.scale)
     own = params.heading_tokens
     marked = None if structure is None else heading_mask(units, structure)
-    prose = lines_are_paragraphs(text, units, same_line)
-    if opts.size_target is None or opts.segments is not None:
-        headings = heading_units(text, units, tokens, own, same_line=same_line) if marked is None else marked
-        bonus = paragraph_bonus(paragraph_starts(text, units, same_line, prose), params.paragraph_bonus,
-                                params.paragraph_count, params.paragraph_surcharge)
+    target = request.target_tokens
+    if target is None or request.segments is not None:
+        headings = doc.headings(own) if marked is None else marked
+        bonus = paragraph_bonus(doc.paragraph_starts, params.paragraph_bonus, params.paragraph_count,
+                                params.paragraph_surcharge)
         prior = None if bonus is None else CutPrior.of_bonus(bonus)
     else:
-        # one pass finds the headings of both lengths: the search's own and the discount's longer ones
-        titled = (heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
-                  if marked is None else marked & (tokens <= DISCOUNT_HEADING_TOKENS))
+        titled = (doc.headings(max(own, DISCOUNT_HEADING_TOKENS)) if marked is None
+                  else marked & (tokens <= DISCOUNT_HEADING_TOKENS))
         headings = titled if marked is not None else (titled & (tokens <= own) if own
                                                       else np.zeros(len(units), dtype=bool))
-        prior = CutPrior.of_bonus(cut_discounts(text, units, tokens, same_line,
+        prior = CutPrior.of_bonus(cut_discounts(doc.text, units, tokens, same_line,
                                                 headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS)))
-    shaped = structure_prior(text, units, structure, measure, opts.max_chars, opts.max_tokens, params.max_units)
+    shaped = structure_prior(doc, structure, request.max_chars, request.max_tokens, params.max_units)
     if shaped is not None:
         prior = shaped if prior is None else prior.combine(shaped)
-    if opts.size_target is None and prose:
+    if target is None and doc.prose:
         # prose in paragraphs: its sentences are compared one by one, never as one line's group (under
         # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)
-    limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
-    return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
+    limits = SizeLimits.of(doc, request.max_chars, request.min_chars, request.max_tokens, target)
+    return topic_boundaries(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
                             headings=headings, limits=limits, cut_prior=prior, allowed=allowed)
 
 
