@@ -98,9 +98,10 @@ class TwoLimitCost(SegmentCost):
         if toks.size and toks.max() > max_toks:
             raise HeadsegError("a single unit is longer than the token limit; split units first")
 
-    def costs_ending_at(self, b):
-        """Start units ``[k]`` and costs ``[k]`` of the allowed segments ending at unit ``b`` (exclusive)."""
-        a, c = super().costs_ending_at(b)
+    def costs_ending_at(self, b, opens=None):
+        """Start units ``[k]`` and costs ``[k]`` of the allowed segments ending at unit ``b`` (exclusive)
+        (``opens``: as :meth:`SegmentCost.costs_ending_at`'s)."""
+        a, c = super().costs_ending_at(b, opens)
         ok = self.ct[b] - self.ct[a] <= self.max_toks
         return a[ok], c[ok]
 

@@ -50,6 +50,7 @@ from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Node
 
 from .document import Document
+from .penalty import StatisticsMemo
 from .request import TARGET_FRACTION, SearchRequest
 from .topics import TopicParams, document_boundaries
 
@@ -128,9 +129,10 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
         longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
         p = replace(params, max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
         cuts, scores = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
-                                           allowed=finer)
+                                           allowed=finer, memo=memo)
         return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
 
+    memo = StatisticsMemo()  # the levels search the same vectors: their local statistics, measured once
     most = depth if depth is not None else TREE_MAX_DEPTH
     out = [search(0, None)]
     k = 1
