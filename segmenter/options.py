@@ -184,10 +184,6 @@ class SegmentOptions:
         return SearchRequest(max_chars=self.max_chars, min_chars=self.min_chars, max_tokens=self.max_tokens,
                              target_tokens=self.size_target, segments=self.segments, penalty=self.penalty)
 
-    def level_values(self) -> dict[str, Any]:
-        """The values of the options that go with some levels only (:func:`~.levels.level_options`)."""
-        return {name: getattr(self, name) for name in level_options()}
-
     def settings(self) -> dict[str, Any]:
         """The command-line options as plain values (a resumed run must match them)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if "cli" in f.metadata}

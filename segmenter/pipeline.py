@@ -205,7 +205,8 @@ class Pipeline:
         level = get_level(opts.level)
         docs = [self.document(text, opts, progress=bool(progress) or bool(unit_progress)) for text in texts]
         request = opts.request()
-        context = LevelContext(self.params, self.profile.hash(), MappingProxyType(opts.level_values()))
+        context = LevelContext(self.params, self.profile.hash(),
+                               MappingProxyType({name: getattr(opts, name) for name in sorted(level.options)}))
         results: list[Segmentation | None] = [None if d.text.strip() else whitespace_result(d, opts.level)
                                               for d in docs]
         todo = [i for i, r in enumerate(results) if r is None]
