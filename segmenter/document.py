@@ -28,7 +28,8 @@ test per unit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Sequence
 
 import numpy as np
@@ -136,8 +137,6 @@ class Document:
     starts: np.ndarray
     at_line: np.ndarray
     after_end: np.ndarray
-    #: the text's line starts, ``len(text)`` last (:func:`~.structure.line_starts`)
-    lines: tuple[int, ...] = field(repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.units)
@@ -178,7 +177,13 @@ class Document:
             _frozen(paragraph_starts(text, units, same, prose)),
             _frozen(heading_units(text, units, unit_tokens, heading_scan, same_line=same)), int(heading_scan),
             _frozen(starts), _frozen([at_line_start(text, int(s)) for s in starts]),
-            _frozen([after_sentence_end(text, int(s)) for s in starts]), tuple(line_starts(text)))
+            _frozen([after_sentence_end(text, int(s)) for s in starts]))
+
+    @cached_property
+    def lines(self) -> tuple[int, ...]:
+        """The text's line starts, ``len(text)`` last (:func:`~.structure.line_starts`): read only by the
+        structural prior (with a budget or Markdown), so found on first reading, once."""
+        return tuple(line_starts(self.text))
 
     def __len__(self) -> int:
         """The number of units."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
 
@@ -80,7 +82,7 @@ def test_construction_refuses_what_is_not_one_text(doc, tokenizer):
     with pytest.raises(HeadsegError, match="tokens"):
         Document.build(TEXT + " ", tokens, [(0, len(TEXT) + 1)])
     with pytest.raises(HeadsegError, match="one same_line value per unit"):
-        Document(**{**doc.__dict__, "same_line": doc.same_line[:-1]})
+        Document(**{**{f.name: getattr(doc, f.name) for f in fields(Document)}, "same_line": doc.same_line[:-1]})
     with pytest.raises(HeadsegError, match="structure"):
         Document.build(TEXT, tokens, spans(TEXT, PIECES), structure=read_markdown("# other\n"))
 
