@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .errors import ModelError, first_line
+from .registry import Registry
 
 
 @dataclass(frozen=True)
@@ -39,17 +40,15 @@ class Family:
     projected_embeddings: bool = False
 
 
-_FAMILIES: dict[str, Family] = {}
+#: the table: every registered family by ``model_type``
+FAMILIES: Registry[Family] = Registry("model type", error=ModelError)
 
 
 def register_family(family: Family) -> Family:
     """Add ``family`` to the table (a ``model_type`` registered twice is refused)."""
     if not isinstance(family, Family):
         raise TypeError(f"register_family takes a Family, not {type(family).__name__}")
-    if family.model_type in _FAMILIES:
-        raise ValueError(f"model type '{family.model_type}' is registered already")
-    _FAMILIES[family.model_type] = family
-    return family
+    return FAMILIES.add(family.model_type, family)
 
 
 for _family in (Family("bert", "bert."),
@@ -62,12 +61,12 @@ for _family in (Family("bert", "bert."),
 
 def family_names() -> tuple[str, ...]:
     """The registered ``model_type`` values, in registration order."""
-    return tuple(_FAMILIES)
+    return FAMILIES.names()
 
 
 def find_family(model_type: object) -> Family | None:
     """The row of ``model_type``, or None when it is not a registered family."""
-    return _FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    return FAMILIES.find(model_type)
 
 
 def get_family(model_type: object, what: str = "model") -> Family:

@@ -16,6 +16,10 @@ from .errors import HeadsegError, InputError
 #: Inputs above this size are refused unless the caller raises the limit.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
+#: the default encoding: UTF-8, or the UTF-16/UTF-32 that a byte order mark names.  An encoding given
+#: explicitly is what the caller says the bytes are, so a mark of another one contradicts it.
+AUTO_ENCODING = "auto"
+
 
 #: Byte order marks that name their encoding unambiguously; UTF-32 first, since
 #: the UTF-32 LE mark begins with the UTF-16 LE one.
@@ -29,10 +33,6 @@ _BOMS = (
 
 #: C0 controls that never occur in text (tab, line breaks, form feed and ESC excluded).
 _BINARY_CONTROLS = re.compile(r"[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f]")
-
-
-def _norm_encoding(encoding: str) -> str:
-    return encoding.lower().replace("-", "").replace("_", "")
 
 
 #: every byte order mark, the UTF-8 one included, with the codec family it belongs to
@@ -68,17 +68,18 @@ def _check_encoding(data: bytes, source: str, encoding: str, final: bool = True)
     UTF-16 or UTF-32: every such text of letters, spaces or line breaks has NULs, and UTF-8 read that way
     decodes without an error into CJK ideographs.
     """
+    if encoding == AUTO_ENCODING:
+        return
     try:
         codec = codecs.lookup(encoding).name  # "utf-16-le", "iso8859-1", ...
     except LookupError:
         raise InputError(f"unknown encoding '{encoding}'") from None
-    if codec in ("utf-8", "utf-8-sig"):
-        return
     for mark, name in _MARKS:
         if data.startswith(mark):
             # the UTF-32 LE mark begins with the UTF-16 LE one: utf-16 text may begin with it (and a NUL)
             family = codec in ("utf-16", "utf-32") and name.startswith(codec)
-            if not (family or name == codec or (name == "utf-32-le" and codec == "utf-16-le")):
+            utf8 = name == "utf-8" and codec in ("utf-8", "utf-8-sig")
+            if not (family or utf8 or name == codec or (name == "utf-32-le" and codec == "utf-16-le")):
                 raise InputError(f"{source}: begins with the {name.upper()} byte order mark, which contradicts "
                                  f"--encoding {encoding}; drop --encoding (the default reads the mark)")
             return
@@ -92,12 +93,13 @@ def _check_encoding(data: bytes, source: str, encoding: str, final: bool = True)
 _NOT_TEXT = re.compile(r"[\ufffd\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 
-def decode_text(data: bytes, source: str, encoding: str = "utf-8", final: bool = True) -> str:
+def decode_text(data: bytes, source: str, encoding: str = AUTO_ENCODING, final: bool = True) -> str:
     """Decode bytes to text, refusing binary data and undecodable input.
 
-    With the default UTF-8, a UTF-16 or UTF-32 byte order mark selects that
-    encoding (the mark is unambiguous); with another encoding, a mark that
-    contradicts it is refused, as are UTF-8 bytes read as UTF-16 or UTF-32.
+    With the default ``auto``, the text is UTF-8 unless a UTF-16 or UTF-32 byte
+    order mark selects that encoding (the mark is unambiguous); with an encoding
+    given, UTF-8 included, a mark that contradicts it is refused, as are UTF-8
+    bytes read as UTF-16 or UTF-32.
     A PDF (or another document format) is named as such.  Binary content is
     judged on the whole decoded text: any NUL, or control characters in more
     than a tenth of it; a text of mostly replacement or private-use characters
@@ -106,8 +108,8 @@ def decode_text(data: bytes, source: str, encoding: str = "utf-8", final: bool =
     """
     _check_format(data, source)
     _check_encoding(data, source, encoding, final)
-    enc = encoding
-    if _norm_encoding(encoding) in ("utf8", "utf8sig"):
+    enc = "utf-8" if encoding == AUTO_ENCODING else encoding
+    if encoding == AUTO_ENCODING:
         for bom, name in _BOMS:
             if data.startswith(bom):
                 enc, data = name, data[len(bom):]
@@ -178,7 +180,7 @@ def read_head(path: str | os.PathLike, max_bytes: int) -> bytes:
 SNIFF_BYTES = 65536
 
 
-def check_text_file(path: str | os.PathLike, encoding: str = "utf-8", max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+def check_text_file(path: str | os.PathLike, encoding: str = AUTO_ENCODING, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
     """What :func:`read_text` would refuse in the file at ``path`` that its size and first bytes show (missing,
     a folder, unreadable, over ``max_bytes``, a PDF, binary, the wrong encoding): :class:`InputError`, found
     before any work.  What only the rest of the file can show is found when it is read."""
@@ -192,7 +194,7 @@ def check_text_file(path: str | os.PathLike, encoding: str = "utf-8", max_bytes:
 
 def read_text(
     path: str | os.PathLike,
-    encoding: str = "utf-8",
+    encoding: str = AUTO_ENCODING,
     max_bytes: int = DEFAULT_MAX_BYTES,
     allow_empty: bool = False,
 ) -> str:

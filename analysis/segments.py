@@ -23,9 +23,32 @@ from typing import Callable, Iterator, Sequence
 from .errors import HeadsegError
 
 
-#: the fields of one segment record (:meth:`Segmentation.to_records`), in output order
-RECORD_FIELDS = ("document", "index", "start", "end", "score", "text", "token_count", "headings",
-                 "id", "parent", "depth")
+@dataclass(frozen=True)
+class RecordField:
+    """One field of a segment record: its name, its value type (``str``, ``int``, ``float``, or ``list`` of
+    strings), whether it may be None, and whether a node of :meth:`Segmentation.to_dict`'s tree carries it."""
+
+    name: str
+    type: type
+    optional: bool = False
+    in_tree: bool = True
+
+
+#: the record schema, declared once: the fields of one segment record (:meth:`Segmentation.to_records`), in
+#: output order; the JSON document record, the Parquet columns and the Ray engine's rows are made from it
+RECORD_SCHEMA = (RecordField("document", str, optional=True, in_tree=False),
+                 RecordField("index", int, optional=True, in_tree=False),
+                 RecordField("start", int), RecordField("end", int), RecordField("score", float),
+                 RecordField("text", str), RecordField("token_count", int, optional=True),
+                 RecordField("headings", list), RecordField("id", int),
+                 RecordField("parent", int, optional=True, in_tree=False), RecordField("depth", int))
+
+#: the fields of one segment record, in output order
+RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA)
+
+#: the fields of a node of :meth:`Segmentation.to_dict`'s ``"tree"``, in output order (its id first; its
+#: ``"children"`` follow)
+TREE_FIELDS = ("id",) + tuple(f.name for f in RECORD_SCHEMA if f.in_tree and f.name != "id")
 
 
 @dataclass(frozen=True)
@@ -190,7 +213,7 @@ class Segmentation:
         the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
         for a record or an ``(id, text)`` pair).
         """
-        rows = self._rows()
+        rows = [{k: v for k, v in r.items() if k != "document"} for r in self.to_records()]
         out = {
             "document": self.meta.get("document") if document is None else document,
             "level": self.level,
@@ -199,30 +222,45 @@ class Segmentation:
         if self.nodes or self.level == "tree":
             kids: dict[int | None, list[dict]] = {}
             for r in rows:
-                node = {k: r[k] for k in ("id", "start", "end", "score", "text", "token_count", "headings", "depth")}
+                node = {k: r[k] for k in TREE_FIELDS}
                 node["children"] = kids.setdefault(r["id"], [])
                 kids.setdefault(r["parent"], []).append(node)
             out["tree"] = kids.get(None, [])
         return out
 
-    def _rows(self) -> list[dict]:
-        """The records of :data:`RECORD_FIELDS` without ``document``, one per node, pre-order."""
-        nodes = self.tree_nodes()
-        inner = self.inner_ids()
-        rows, leaf = [], 0
-        for n in nodes:
-            index = None if n.id in inner else leaf
-            leaf += index is not None
-            rows.append({"index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
-                         "text": self.text[n.start:n.end], "token_count": n.token_count,
-                         "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth})
-        return rows
-
     def to_records(self, document: str | None = None) -> list[dict]:
         """One flat record per node, pre-order (``--format jsonl``, Parquet): :data:`RECORD_FIELDS`;
-        a flat segmentation's nodes are its segments."""
+        a flat segmentation's nodes are its segments.  Scores are rounded to 6 decimals.  The one
+        place a record is built: every output format and engine, the service and the adapters read it."""
         doc = document if document is not None else self.meta.get("document")
-        return [{"document": doc, **r} for r in self._rows()]
+        inner = self.inner_ids()
+        rows, leaf = [], 0
+        for n in self.tree_nodes():
+            index = None if n.id in inner else leaf
+            leaf += index is not None
+            values = {"document": doc, "index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
+                      "text": self.text[n.start:n.end], "token_count": n.token_count,
+                      "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth}
+            rows.append({k: values[k] for k in RECORD_FIELDS})  # in the schema's order
+        return rows
+
+    @classmethod
+    def from_records(cls, records: Sequence[dict], level: str = "topic") -> "Segmentation":
+        """Rebuild from one document's :meth:`to_records` rows (read back from JSONL or Parquet): the text is
+        the leaves' texts joined; a tree's nodes are kept when there is one (``level="tree"`` or a parent)."""
+        try:
+            rows = sorted(records, key=lambda r: int(r["id"]))
+            leaves = [r for r in rows if r["index"] is not None]
+            text = "".join(r["text"] for r in leaves)
+            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
+                            tuple(str(h) for h in (r.get("headings") or ()))) for r in leaves]
+            tree = level == "tree" or any(r["parent"] is not None for r in rows)
+            nodes = [Node(int(r["id"]), None if r["parent"] is None else int(r["parent"]), int(r["depth"]),
+                          int(r["start"]), int(r["end"]), float(r["score"]), r.get("token_count"),
+                          tuple(str(h) for h in (r.get("headings") or ()))) for r in rows] if tree else []
+        except (KeyError, TypeError, ValueError) as exc:
+            raise HeadsegError(f"not the records of a segmentation: {type(exc).__name__}: {exc}") from None
+        return cls(text=text, segments=segs, level=level, nodes=nodes)
 
     def to_json(self, document: str | None = None, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""

@@ -1,7 +1,7 @@
 """Backends side by side: torch vs onnxruntime (fp32, int8, fp16), truncated vs full graph, and peers.
 
-    .venv/bin/python benchmarks/backends.py [--docs 20] [--threads N] [--heads L:H,...]
-                                            [--segment] [--agreement] [--peers] [--no-rss]
+    .venv/bin/python -m benchmarks.backends [--docs 20] [--threads N] [--heads L:H,...]
+                                           [--segment] [--agreement] [--peers] [--no-rss]
 
 Every configuration runs in its own subprocess on the same documents (Choi
 files), so that peak RSS belongs to that configuration alone.  Two workloads:
@@ -33,12 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-DEFAULT_DATA = "/work/shared/data/segmentation/choi/1/3-11"
+from benchmarks.common import (child_env, default_model, markdown_table, module_command, offline_settings,
+                               own_peak_rss_mb, segmentation_root)
 
 
 def current_rss_mb() -> float:
@@ -75,15 +71,6 @@ def make_profile(loaded, heads_spec: str | None, path: str | None = None):
                        topic_heads=heads)
 
 
-
-
-def peak_rss_mb() -> float:
-    """Peak RSS of this process (VmHWM): unlike ru_maxrss it does not inherit the parent's peak."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def build_backend(cfg: dict, loaded, profile):
@@ -128,21 +115,20 @@ def worker(cfg: dict) -> dict:
         for d in docs:
             m.predict(d)
         out["docs_per_s"] = len(docs) / (time.perf_counter() - t)
-        out["peak_rss_mb"] = peak_rss_mb()
+        out["peak_rss_mb"] = own_peak_rss_mb()
         return out
-    from headseg.analysis import load_model
-
-    loaded = load_model(None)
+    loaded = default_model()
     profile = make_profile(loaded, None, cfg["profile"])
     backend = build_backend(cfg, loaded, profile)
     out["rss_loaded_mb"] = current_rss_mb()
     capture_pass(backend, capture_windows(loaded, docs), list(profile.capture_heads))
-    out["peak_rss_mb"] = peak_rss_mb()
+    out["peak_rss_mb"] = own_peak_rss_mb()
     return out
 
 
 def run_worker(cfg: dict) -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(cfg)], capture_output=True, text=True)
+    proc = subprocess.run(module_command(__spec__.name, "--worker", json.dumps(cfg)), capture_output=True, text=True,
+                          env=child_env())
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -189,12 +175,6 @@ def pk_of(docs, boundaries_chars):
     return 100.0 * sum(vals) / len(vals)
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def round_robin(fns: dict, repeats: int) -> dict:
     """Best time of each function over ``repeats`` rounds, all taking turns.
 
@@ -210,7 +190,8 @@ def round_robin(fns: dict, repeats: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=DEFAULT_DATA, help="folder of Choi documents")
+    ap.add_argument("--data", default=str(segmentation_root() / "choi" / "1" / "3-11"),
+                    help="folder of Choi documents")
     ap.add_argument("--docs", type=int, default=20)
     ap.add_argument("--heads", default=None, help="L:H,... instead of the segmenter's profile")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -222,18 +203,19 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default=None, help="where to export the artifacts (default: a temp dir)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    offline_settings()
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))))
         return 0
 
     import torch
 
-    from headseg.analysis import TorchBackend, load_model
+    from headseg.analysis import TorchBackend
     from headseg.export.engine import OnnxBackend
     from headseg.export.runtime import cuda_provider_works
 
     torch.set_num_threads(args.threads)
-    loaded = load_model(None)
+    loaded = default_model()
     profile = make_profile(loaded, args.heads)
     heads = list(profile.capture_heads)
     cuda = cuda_provider_works()
@@ -258,7 +240,7 @@ def main(argv=None) -> int:
         cos = f"{p['z_min_cosine']:.4f}" if "z_min_cosine" in p else "n/a"
         rows.append([f"{precision} {'truncated' if trunc else 'full'}", f"{m.layers_exported}/{m.num_layers}",
                      f"{m.graph_bytes / 1e6:.1f}", f"{dt:.1f}", err, cos])
-    print(table(["graph", "layers", "size MB", "export s", "parity max abs err vs torch", "min cosine"], rows))
+    print(markdown_table(["graph", "layers", "size MB", "export s", "parity max abs err vs torch", "min cosine"], rows))
 
     backends = {"torch cpu": TorchBackend(loaded, device="cpu")}
     specs = {"torch cpu": dict(base, backend="torch", device="cpu")}
@@ -293,7 +275,8 @@ def main(argv=None) -> int:
         rss = f"{m['peak_rss_mb']:.0f}" if "peak_rss_mb" in m else m.get("error", "n/a")
         loaded_rss = f"{m['rss_loaded_mb']:.0f}" if "rss_loaded_mb" in m else ""
         rows.append([k, f"{tps:.0f}", f"{tps / ref:.2f}", rss, loaded_rss])
-    print(table(["config", "tokens/s", "× torch cpu", "peak RSS MB (own process)", "RSS after load MB"], rows))
+    print(markdown_table(["config", "tokens/s", "× torch cpu", "peak RSS MB (own process)", "RSS after load MB"],
+                         rows))
 
     if args.segment or args.agreement or args.peers:
         from headseg.api import Segmenter
@@ -329,7 +312,7 @@ def main(argv=None) -> int:
                 rows.append([k, f"failed: {r['error']}", ""])
             else:
                 rows.append([k + " (own process)", f"{r['docs_per_s']:.3f}", f"{r['docs_per_s'] / sref:.2f}"])
-        print(table(["method", "docs/s", "× headseg torch"], rows))
+        print(markdown_table(["method", "docs/s", "× headseg torch"], rows))
         if args.agreement:
             torch_b = [r.boundaries for r in outputs["headseg torch cpu"]]
             oracle = {k: [s.segment(d.text, segments=d.num_segments).boundaries for d in docs]
@@ -343,8 +326,8 @@ def main(argv=None) -> int:
                 same_k = sum(list(x) == list(y) for x, y in zip(oracle[k], oracle["headseg torch cpu"]))
                 rows.append([k, f"{same}/{len(docs)}", f"{pk_of(docs, b):.2f}",
                              f"{same_k}/{len(docs)}", f"{pk_of(docs, oracle[k]):.2f}"])
-            print(table(["backend", "same boundaries as torch", "Pk (auto k)", "same as torch (oracle k)",
-                         "Pk (oracle k)"], rows))
+            print(markdown_table(["backend", "same boundaries as torch", "Pk (auto k)", "same as torch (oracle k)",
+                                  "Pk (oracle k)"], rows))
     return 0
 
 

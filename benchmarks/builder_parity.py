@@ -1,8 +1,8 @@
 """The graph builder against the torch path and against optimum: boundaries, and export time.
 
-    .venv/bin/python benchmarks/builder_parity.py parity [--sets choi3,lectures_ai,lectures_physics] [--limit N]
-                                                        [--dev-only]
-    .venv/bin/python benchmarks/builder_parity.py export-time [--runs 3] [--precisions int8,fp32]
+    .venv/bin/python -m benchmarks.builder_parity parity [--sets choi3,lectures_ai,lectures_physics] [--limit N]
+                                                       [--dev-only]
+    .venv/bin/python -m benchmarks.builder_parity export-time [--runs 3] [--precisions int8,fp32]
 
 ``parity``: the embedded model's default profile exported in fp32 by the
 builder (from model.safetensors, torch not loaded for it), then every document
@@ -25,29 +25,23 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+from benchmarks.common import default_model, load_average, run_measured, segmentation_root
+
 SETS = {"choi3": "choi/3/3-11", "lectures_ai": "lectures_ai", "lectures_physics": "lectures_physics"}
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def parity(args) -> None:
     from headseg import Segmenter
-    from headseg.analysis import load_model
     from headseg.analysis.profile import resolve_profile
     from headseg.export.exporter import export_artifact
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    loaded = load_model(None, weights=False)  # the builder reads model.safetensors: no torch weights
+    loaded = default_model(weights=False)  # the builder reads model.safetensors: no torch weights
     profile = resolve_profile(loaded.info, None)
     with tempfile.TemporaryDirectory() as tmp:
         art = Path(tmp) / "fp32"
@@ -59,7 +53,7 @@ def parity(args) -> None:
         torch_seg = Segmenter(backend="torch", quiet=True)
         rows = []
         for name in args.sets.split(","):
-            docs = list(iter_documents(DATA / SETS[name], limit=args.limit or None))
+            docs = list(iter_documents(segmentation_root() / SETS[name], limit=args.limit or None))
             if args.dev_only and name.startswith("lectures"):
                 docs = [d for d in docs if ".dev." in d.id]
             equal, differ, t_onnx, t_torch = 0, [], 0.0, 0.0
@@ -76,7 +70,7 @@ def parity(args) -> None:
                     differ.append(d.id)
             rows.append((name, len(docs), equal, differ, t_onnx, t_torch))
             print(f"  {name}: {equal}/{len(docs)} equal", file=sys.stderr, flush=True)
-    print(f"\nBoundaries of the builder's fp32 engine vs torch, embedded model, default profile; {load()}")
+    print(f"\nBoundaries of the builder's fp32 engine vs torch, embedded model, default profile; {load_average()}")
     print(f"{'set':<18} {'documents':>9} {'equal':>6} {'onnx s':>8} {'torch s':>8}  differing")
     for name, n, eq, differ, to, tt in rows:
         print(f"{name:<18} {n:>9} {eq:>6} {to:>8.1f} {tt:>8.1f}  {', '.join(differ[:8]) or '-'}")
@@ -105,18 +99,9 @@ print(json.dumps({"load": t1 - t0, "export": t2 - t1, "bytes": m.graph_bytes, "p
 
 
 def _run(cmd: list[str]) -> dict:
-    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out_f.seek(0)
-        err_f.seek(0)
-        out, err = out_f.read().decode(), err_f.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} failed:\n{err[-2000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
-            **json.loads(out.strip().splitlines()[-1])}
+    """One export process: its wall and CPU seconds and peak RSS, and the JSON it printed last."""
+    r = run_measured(cmd)
+    return {"wall": r["wall"], "cpu": r["cpu"], "rss": r["rss"], **json.loads(r["out"].strip().splitlines()[-1])}
 
 
 def export_time(args) -> None:
@@ -129,7 +114,7 @@ def export_time(args) -> None:
             for p in precisions:
                 for e in ("builder", "optimum"):
                     rows[(e, p)].append(_run([sys.executable, "-c", EXPORT, e, p]))
-    print(f"\nExport of the embedded model's default profile, {args.runs} runs each, taking turns; {load()}")
+    print(f"\nExport of the embedded model's default profile, {args.runs} runs each, taking turns; {load_average()}")
     print(f"{'exporter':<9} {'precision':<9} {'process wall s':>15} {'CPU s':>7} {'export() s':>11} "
           f"{'peak RSS MiB':>13} {'graph MB':>9} {'torch':>6}  parity (z max abs / min cos, reference)")
     med = {}

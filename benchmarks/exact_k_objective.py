@@ -9,9 +9,9 @@ both with the reference number of segments and prints, per data set and per
 family of the tuning rule (``benchmarks/tune_topics.py``), the mean Pk of each
 and how many documents each does better on.
 
-    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --jobs 2
-    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --after penalty   # β only, no surcharge
-    python benchmarks/exact_k_objective.py --cache runs/topic_cache_int8 --after rel25,rel50,below25,below50
+    python -m benchmarks.exact_k_objective --cache runs/topic_cache_int8 --jobs 2
+    python -m benchmarks.exact_k_objective --cache runs/topic_cache_int8 --after penalty   # β only, no surcharge
+    python -m benchmarks.exact_k_objective --cache runs/topic_cache_int8 --after rel25,rel50,below25,below50
 
 Several candidates (comma-separated ``--after``) are each compared with the
 same ``--before`` scores, one table per candidate.
@@ -28,19 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from segmentation import DATASETS, DEFAULT_ROOT, slug  # noqa: E402
-from topic_sweep import EXACT_K_OBJECTIVES, document_scores, load_cache  # noqa: E402
-from tune_topics import FAMILIES, GUARDED  # noqa: E402
-
+from benchmarks.common import REPO, dataset_path, segmentation_root, slug
+from benchmarks.topic_sweep import EXACT_K_OBJECTIVES, document_scores, load_cache
+from benchmarks.tune_topics import FAMILIES, GUARDED
 
 
 def score_set(job: tuple[str, str, str, int | None, tuple[str, ...]]) -> tuple[str, dict[str, list[float]]]:
@@ -48,14 +43,14 @@ def score_set(job: tuple[str, str, str, int | None, tuple[str, ...]]) -> tuple[s
     from headseg.segmenter.topics import TopicParams
 
     name, cache, data_root, limit, objectives = job
-    docs = load_cache(Path(cache) / f"{slug(name)}.npz", limit, Path(data_root) / dict(DATASETS)[name])
+    docs = load_cache(Path(cache) / f"{slug(name)}.npz", limit, dataset_path(name, data_root))
     return name, {o: document_scores(docs, TopicParams(), True, o)[0] for o in objectives}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
-    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--data-root", default=str(segmentation_root()))
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--jobs", type=int, default=1, help="data sets scored in parallel processes")
     ap.add_argument("--before", default="scatter", choices=EXACT_K_OBJECTIVES, help="the reference objective")

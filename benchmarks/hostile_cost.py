@@ -3,13 +3,16 @@
 Kinds: ``prose`` (``benchmarks/long_document.py``'s text: manifestos and Choi texts), ``terminal
 punctuation`` (``"." * N`` and ``"?!" * N``), ``tiny units`` (``"a.\\n" * N``: one unit per three
 bytes) and ``random words`` (words of the model's vocabulary drawn at random, seeded, spaces between,
-no punctuation).  Each case runs in a child process of its own (``Segmenter().segment(text)``, the
+no punctuation); and hostile Markdown (issue 49, items 7-9): ``headings`` (one-line ATX headings, ``# H1``
+...), ``linkrefs`` (link-reference definitions), ``stars`` (``"*" * N``), ``*a_`` (``"*a_" * N``),
+``brackets`` (``"[" * N + "x" + "]" * N``) and ``backticks`` (a run of backticks, then ``"`a" * N``),
+and ``mdx`` (a Docusaurus page: tabs wrapping fences, repeated).  Each case runs in a child process of its own (``Segmenter().segment(text)``, the
 default engine, warm cache), so its peak resident memory (``ru_maxrss``) is its own; the model's
 load is timed apart and left out of the seconds.  A case whose projected peak or time (from the
 smaller sizes of its kind, linearly) is over ``--max-gb`` or ``--max-seconds`` is not run and says so.
 
-    python benchmarks/hostile_cost.py                      # the table of docs/performance.md
-    python benchmarks/hostile_cost.py --sizes 16000,100000 --kinds prose,tiny
+    python -m benchmarks.hostile_cost                      # the table of docs/performance.md
+    python -m benchmarks.hostile_cost --sizes 16000,100000 --kinds prose,tiny
 
 Prints a Markdown table: the model's tokens, seconds, seconds per MB, × prose per MB at that size,
 milliseconds per thousand tokens, peak MB, and the load average before and after.
@@ -22,21 +25,48 @@ import json
 import os
 import random
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-KINDS = ("prose", "dots", "?!", "tiny", "words")
-NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n' * N", "words": "random words"}
+from benchmarks.common import child_env, default_tokenizer, make_text, module_command, peak_rss_mb, timed_segment
+
+KINDS = ("prose", "dots", "?!", "tiny", "words", "headings", "linkrefs", "stars", "*a_", "brackets", "backticks", "mdx")
+NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n' * N", "words": "random words",
+         "headings": "'# H{i}\\n' headings", "linkrefs": "'[r{i}]: url' definitions", "stars": "'*' * N",
+         "*a_": "'*a_' * N", "brackets": "'[' * N + 'x' + ']' * N", "backticks": "'`' * 3N/7 + '`a' * 2N/7",
+         "mdx": "MDX tabs page"}
+#: one Docusaurus-style section (``mdx``): imports at the top, then tabs wrapping fences, repeated
+MDX_SECTION = ("## Step {i}\n\nInstall the tool for step {i}. Then run it once.\n\n<Tabs>\n<TabItem value=\"py\">\n"
+               "```py\n# set up step {i}\nimport tool\n\n# run it\ntool.run({i})\n```\n</TabItem>\n"
+               "<TabItem value=\"sh\">\n```sh\n# the shell way\ntool run {i}\n```\n</TabItem>\n</Tabs>\n\n"
+               ":::note\nStep {i} needs no network.\n:::\n\n")
+
+
+def _repeat(line, n: int) -> str:
+    """Lines ``line(i)`` for i = 0, 1, ... until about ``n`` bytes."""
+    out, size, i = [], 0, 0
+    while size < n:
+        out.append(line(i))
+        size += len(out[-1])
+        i += 1
+    return "".join(out)
+
+
+#: the hostile Markdown kinds, each ``n -> text of about n bytes`` (issue 49's shapes, at any size)
+MARKDOWN_KINDS = {
+    "headings": lambda n: _repeat(lambda i: f"# H{i}\n", n),
+    "linkrefs": lambda n: _repeat(lambda i: f"[ref{i}]: http://example.com/{i}\n", n),
+    "stars": lambda n: "*" * n,
+    "*a_": lambda n: "*a_" * (n // 3),
+    "brackets": lambda n: "[" * (n // 2) + "x" + "]" * (n // 2),
+    "backticks": lambda n: "`" * (3 * n // 7) + "`a" * (2 * n // 7),
+    "mdx": lambda n: "import Tabs from '@theme/Tabs';\nimport TabItem from '@theme/TabItem';\n\n"
+                     + _repeat(lambda i: MDX_SECTION.format(i=i), n),
+}
 
 
 def make(kind: str, n: int) -> str:
     """``n`` bytes (about) of text of ``kind``."""
     if kind == "prose":
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from long_document import make_text
-
         return make_text(n)
     if kind == "dots":
         return "." * n
@@ -44,10 +74,9 @@ def make(kind: str, n: int) -> str:
         return "?!" * (n // 2)
     if kind == "tiny":
         return "a.\n" * (n // 3)
-    from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
-
-    vocab = sorted(Tokenizer.from_dir(embedded_model_path()).backend.get_vocab())
+    if kind in MARKDOWN_KINDS:
+        return MARKDOWN_KINDS[kind](n)
+    vocab = sorted(default_tokenizer().backend.get_vocab())
     words = [w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2]
     rng = random.Random(35)
     out, size = [], 0
@@ -59,9 +88,6 @@ def make(kind: str, n: int) -> str:
 
 
 def child(kind: str, n: int) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from long_document import peak_rss_mb, timed_segment
-
     from headseg.api import Segmenter
 
     text = make(kind, n)
@@ -103,7 +129,8 @@ def main() -> None:
                                        "(linear from the smaller sizes)")
                     print(f"<!-- {kind} {n}: {rows[(kind, n)]} -->", flush=True)
                     continue
-            r = subprocess.run([sys.executable, __file__, "--child", kind, str(n)], capture_output=True, text=True)
+            r = subprocess.run(module_command(__spec__.name, "--child", kind, str(n)), capture_output=True, text=True,
+                               env=child_env())
             if r.returncode:
                 rows[(kind, n)] = f"failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
             else:

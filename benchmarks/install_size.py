@@ -1,7 +1,7 @@
 """What each install of headseg weighs: site-packages size and package count, in fresh venvs.
 
-    python3 benchmarks/install_size.py [--only core,torch,...] [--keep DIR] [--torch-spec torch==2.13.0]
-    python3 benchmarks/install_size.py --calls LIGHT_PYTHON FULL_PYTHON [--runs 7] [--doc FILE]
+    python3 -m benchmarks.install_size [--only core,torch,...] [--keep DIR] [--torch-spec torch==2.13.0]
+    python3 -m benchmarks.install_size --calls LIGHT_PYTHON FULL_PYTHON [--runs 7] [--doc FILE]
 
 Builds headseg's wheel from this checkout once, then for every variant makes a
 fresh venv (``python -m venv``, pip included) in a temporary folder outside the
@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO as ROOT
 
 #: name -> (extras, needs the CPU torch first, what it is for)
 VARIANTS = {

@@ -13,8 +13,8 @@ ratios are side by side:
   line (the heads' unit detector does all the unit work);
 * ``one word``: ``"word "`` repeated.
 
-    python benchmarks/linear_time.py                       # 0.1, 1, 4 MB prose; 1 MB of the others
-    python benchmarks/linear_time.py --prose-mb 0.1,1 --other-mb 0.25 --dev-docs 60
+    python -m benchmarks.linear_time                       # 0.1, 1, 4 MB prose; 1 MB of the others
+    python -m benchmarks.linear_time --prose-mb 0.1,1 --other-mb 0.25 --dev-docs 60
 
 Prints a Markdown table (seconds per MB and the ratio to 1 MB of prose) and the
 load average before and after.
@@ -24,25 +24,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from long_document import make_text, timed_segment  # noqa: E402
-from unpunctuated import cut, prose, strip_punctuation  # noqa: E402
-
-DATA = ROOT.parent / "shared" / "data" / "segmentation"
+from benchmarks.common import cut, make_text, prose, segmentation_root, strip_punctuation, timed_segment
 
 
 def dev_texts(limit: int, lectures: int) -> list[str]:
     """The first ``limit`` Choi 3-11 documents and ``lectures`` of each lecture set, as the loaders read them."""
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    texts = [d.text for d in iter_documents(DATA / "choi" / "3" / "3-11", limit=limit)]
+    root = segmentation_root()
+    texts = [d.text for d in iter_documents(root / "choi" / "3" / "3-11", limit=limit)]
     for name in ("lectures_ai", "lectures_physics"):
-        texts += [d.text for d in iter_documents(DATA / name, limit=lectures)]
+        texts += [d.text for d in iter_documents(root / name, limit=lectures)]
     return texts
 
 

@@ -6,20 +6,17 @@ afterwards.  The method's old records in the target are dropped first: those of
 the k modes the source holds, and with ``--drop-other-modes`` every mode, so no
 stale row survives a new segmenter.
 
-    python benchmarks/merge_results.py runs/results_headseg --method headseg --drop-other-modes
+    python -m benchmarks.merge_results runs/results_headseg --method headseg --drop-other-modes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from headseg.analysis.writing import atomic_write_json  # noqa: E402
+from benchmarks.common import REPO
+from headseg.analysis.writing import atomic_write_json
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,7 @@ shared machine's load falls on both alike, and prints seconds per run, the
 ratio, each graph's size and the width of a unit vector (the topic search's
 cost grows with it: O(n·L·D), segmenter/search.py).
 
-    python benchmarks/output_share.py --docs 20 --repeats 3
+    python -m benchmarks.output_share --docs 20 --repeats 3
 """
 
 from __future__ import annotations
@@ -17,14 +17,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from segmentation import DEFAULT_ROOT  # noqa: E402
+from benchmarks.common import segmentation_root
 
 
 def _one_doc(seg, text: str):
@@ -37,7 +33,7 @@ def _one_doc(seg, text: str):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DEFAULT_ROOT / "choi/3/3-11"), help="a folder of dev documents")
+    ap.add_argument("--data", default=str(segmentation_root() / "choi/3/3-11"), help="a folder of dev documents")
     ap.add_argument("--docs", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)

@@ -14,8 +14,8 @@ by the cosine of the embedded model's mean-pooled embeddings).  Rows:
 * ``headseg @LEAF`` / ``recursive @LEAF``: the leaves' budget, flat (what the tree retrieves, returned
   without its parents).
 
-    python benchmarks/parent_child.py                 # LEAF 128, k 5: the table of docs/results.md
-    python benchmarks/parent_child.py --leaf 64 --k 3
+    python -m benchmarks.parent_child                 # LEAF 128, k 5: the table of docs/results.md
+    python -m benchmarks.parent_child --leaf 64 --k 3
 
 "mean tokens" is the mean size of what a question can get back: the distinct parents for ``tree``,
 the chunks otherwise.
@@ -26,15 +26,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "retrieval"
+from benchmarks.common import data_root
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--data", default=str(data_root() / "retrieval"))
     ap.add_argument("--leaf", type=int, default=128, help="the leaves' max_tokens")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--corpora", default=None, help="comma-separated corpus names (default all)")
@@ -45,7 +43,7 @@ def main() -> None:
                                                         fixed_token_chunker, format_row, format_table,
                                                         headseg_chunker, headseg_tree_chunker, recursive_chunker)
     from headseg.segmenter.tree import TREE_SCALE
-    from retrieval import setup  # this folder's retrieval benchmark: the same set-up
+    from benchmarks.retrieval import setup  # the retrieval benchmark's own set-up
 
     rs, tok, count, embedder, qv = setup(args.data, args.corpora)
     seg = Segmenter(quiet=True)

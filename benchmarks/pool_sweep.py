@@ -9,9 +9,9 @@ git-ignored), then pools each variant of :data:`VARIANTS` in numpy and scores
 the shipped topic search exactly as ``benchmarks/topic_sweep.py`` does (Pk and
 segments per reference segment, mean over the documents).
 
-    python benchmarks/pool_sweep.py --dump --datasets dialseg711 --threads 1
-    python benchmarks/pool_sweep.py --datasets dialseg711 --variants mean,nopunct,withspecial
-    python benchmarks/pool_sweep.py --datasets dialseg711 --oracle     # with the true number of segments
+    python -m benchmarks.pool_sweep --dump --datasets dialseg711 --threads 1
+    python -m benchmarks.pool_sweep --datasets dialseg711 --variants mean,nopunct,withspecial
+    python -m benchmarks.pool_sweep --datasets dialseg711 --oracle     # with the true number of segments
 
 ``mean`` reproduces the shipped pooling (``runs/topic_cache_int8``'s vectors to
 float16 precision).  A dump holds every real token's ``[N, d]`` (the special
@@ -26,16 +26,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import numpy as np  # noqa: E402
-
-from segmentation import DATASETS, DEFAULT_ROOT, select_datasets, slug  # noqa: E402
-from topic_sweep import document_scores  # noqa: E402
+from benchmarks.common import (REPO, dataset_path, default_model, offline_settings, segmentation_root,
+                               select_datasets, slug)
+from benchmarks.topic_sweep import document_scores
 
 #: function words for the stop-word variants (English; the dev sets are English)
 STOP = set("""a an the and or but if of to in on at by for with from as is are was were be been being am do does did
@@ -54,7 +49,7 @@ def dump(seg, name: str, rel: str, out: Path, limit: int | None, batch_docs: int
     from headseg.segmenter.evaluation.loaders import iter_documents
     from headseg.segmenter.speakers import content_spans
 
-    docs = list(iter_documents(Path(DEFAULT_ROOT) / rel, limit=limit))
+    docs = list(iter_documents(segmentation_root() / rel, limit=limit))
     meta, parts, ids, n_units = {}, {k: [] for k in ("z", "tok", "own", "pos", "special")}, [], 0
     for s in range(0, len(docs), batch_docs):
         windows, owners = [], []
@@ -102,7 +97,7 @@ def load(path: Path, name: str, limit: int | None) -> tuple[dict, list[dict]]:
     docs = [{"id": str(f["ids"][i]), "units": f[f"u{i}"], "ref": f[f"r{i}"], "bounds": f[f"b{i}"],
              "len": int(f[f"len{i}"][0]), "tokens": f[f"t{i}"], "off": D["offs"][i], "end": D["offs"][i + 1]}
             for i in range(n)]
-    for doc, d in zip(docs, iter_documents(Path(DEFAULT_ROOT) / dict(DATASETS)[name], limit=n)):
+    for doc, d in zip(docs, iter_documents(dataset_path(name), limit=n)):
         if d.id != doc["id"] or len(d.text) != doc["len"]:
             raise SystemExit(f"{path}: document {doc['id']} does not match the data; dump it again")
         doc["text"] = d.text
@@ -114,9 +109,7 @@ def load(path: Path, name: str, limit: int | None) -> tuple[dict, list[dict]]:
 
 def token_classes(D) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per content token: punctuation only, a stop word, a WordPiece continuation (``##``)."""
-    from headseg.analysis.model import load_model
-
-    tk = load_model(None, weights=False).tokenizer
+    tk = default_model(weights=False).tokenizer
     u = np.unique(D["tok"])
     strs = dict(zip(u.tolist(), tk.convert_ids_to_tokens([int(i) for i in u])))
     punct = {i for i, t in strs.items() if t.lstrip("#") and not any(ch.isalnum() for ch in t.lstrip("#"))}
@@ -294,6 +287,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=None, help="comma-separated (default: every one)")
     ap.add_argument("--oracle", action="store_true", help="score with the reference number of segments")
     args = ap.parse_args(argv)
+    offline_settings()
     cache = Path(args.cache)
     if args.dump:
         from headseg.api import Segmenter

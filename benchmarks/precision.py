@@ -1,6 +1,6 @@
 """Which precision the ONNX engine serves on CPU: Pk of fp32 and int8 on every dev set, side by side.
 
-    .venv/bin/python benchmarks/precision.py [--limit N] [--precisions fp32,int8]
+    .venv/bin/python -m benchmarks.precision [--limit N] [--precisions fp32,int8]
 
 The rule (issue 11): int8 may be the CPU default only if its Pk is within 0.5
 points of fp32's on every dev set.  Each set runs through `headseg evaluate
@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+from benchmarks.common import load_average, segmentation_root
+
 SETS = [f"choi/{c}/{f}" for c in (1, 2) for f in ("3-5", "6-8", "9-11", "3-11")] + [
     "choi/3/3-11", "lectures_ai", "lectures_physics", "dialseg711"]
 
 
 def run(dataset: str, precision: str, limit: int, out: Path) -> dict:
-    cmd = [sys.executable, "-m", "headseg", "evaluate", str(DATA / dataset), "--method", "headseg",
+    cmd = [sys.executable, "-m", "headseg", "evaluate", str(segmentation_root() / dataset), "--method", "headseg",
            "--backend", "onnx", "--precision", precision, "--json", "--quiet", "--out", str(out)]
     if limit:
         cmd += ["--limit", str(limit)]
@@ -60,7 +59,7 @@ def main() -> None:
             rows.append((ds, res))
             print(f"  {ds}: " + ", ".join(f"{p} {100 * r['pk']:.2f}" for p, r in res.items()), file=sys.stderr)
     print(f"\nPk ×100 (no oracle k), ONNX engine on CPU, {'all' if not args.limit else f'at most {args.limit}'} "
-          f"documents per set; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"documents per set; {load_average()}")
     head = " | ".join(precisions)
     print(f"| set | docs | {head} | " + " | ".join(f"{p} − {precisions[0]}" for p in precisions[1:]) + " |")
     print("|---|---|" + "---|" * (2 * len(precisions) - 1))

@@ -13,8 +13,8 @@ Prints, per generator and N, the mean Pk and predicted segments per reference
 segment (summed over the composites).  A rule for the number of segments that
 holds as documents grow keeps both flat from N = 1 to N = 20.
 
-    python benchmarks/recurring.py                   # end to end: text -> Segmenter.segment
-    python benchmarks/recurring.py --cache runs/topic_cache   # same search on cached unit vectors
+    python -m benchmarks.recurring                   # end to end: text -> Segmenter.segment
+    python -m benchmarks.recurring --cache runs/topic_cache   # same search on cached unit vectors
 
 End to end, each composite is segmented as one text; with ``--cache`` the unit
 vectors of ``benchmarks/topic_cache.py`` are concatenated instead (exactly what
@@ -24,20 +24,13 @@ the end-to-end run computes, since every unit is encoded alone).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import numpy as np  # noqa: E402
-
-from segmentation import DEFAULT_ROOT, slug  # noqa: E402
+from benchmarks.common import offline_settings, segmentation_root, slug
 
 SIZES = (1, 5, 20)
 
@@ -112,7 +105,7 @@ def score(units: list[str], bounds: list[int], boundary_chars: list[int]) -> tup
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--data-root", default=str(segmentation_root()))
     ap.add_argument("--dataset", default="choi/3/3-11")
     ap.add_argument("--docs", type=int, default=100, help="source documents (a multiple of 20)")
     ap.add_argument("--cache", default=None, help="topic_cache.py folder: search on cached unit vectors")
@@ -122,7 +115,8 @@ def main(argv=None) -> int:
                     help="with --cache: the rule before issue 12 (0.55 · σ² · ln n), for comparison")
     ap.add_argument("--params", default="", help="TopicParams overrides, NAME=V,NAME=V (default: the shipped ones)")
     args = ap.parse_args(argv)
-    from topic_sweep import parse_value
+    offline_settings()
+    from benchmarks.topic_sweep import parse_value
 
     from headseg.segmenter.topics import TopicParams
 
@@ -135,7 +129,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{args.dataset} has only {len(docs)} documents")
     seg = vectors = None
     if args.cache:
-        from topic_sweep import load_cache, unit_tokens
+        from benchmarks.topic_sweep import load_cache, unit_tokens
 
         cached = load_cache(Path(args.cache) / f"{slug(args.dataset)}.npz", args.docs)
         vectors = []

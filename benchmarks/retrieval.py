@@ -23,8 +23,8 @@ embedded model's tokens, no special tokens):
 
 The semantic chunkers need the ``bench`` extra (chonkie, langchain-experimental).
 
-    python benchmarks/retrieval.py                   # budgets 128 and 256, k = 5
-    python benchmarks/retrieval.py --max-tokens 256 --methods headseg,recursive --corpora chatlogs
+    python -m benchmarks.retrieval                   # budgets 128 and 256, k = 5
+    python -m benchmarks.retrieval --max-tokens 256 --methods headseg,recursive --corpora chatlogs
 
 Prints one Markdown table per budget: overall and per-corpus IoU / recall /
 precision (×100) and the mean chunk size in tokens.
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "retrieval"
+from benchmarks.common import data_root, default_model_dir, default_tokenizer
+
 METHODS = "headseg,headseg-notarget,headseg-overlap,recursive,fixed,chonkie,lc-semantic,cluster"
 
 
@@ -152,13 +152,11 @@ def setup(data: str, corpora: str | None):
     """What every retrieval benchmark starts from: the retrieval set (``corpora``: comma-separated names, None
     for all), the embedded model's tokenizer and token counter, the mean-pooled embedder and the questions'
     vectors."""
-    from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
     from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import load_retrieval
 
     rs = load_retrieval(data, None if corpora is None else corpora.split(","))
-    tok = Tokenizer.from_dir(embedded_model_path())
+    tok = default_tokenizer()
 
     def count(t: str) -> int:
         return len(tok.encode(t)[0])
@@ -169,14 +167,13 @@ def setup(data: str, corpora: str | None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--data", default=str(data_root() / "retrieval"))
     ap.add_argument("--max-tokens", default="128,256")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--corpora", default=None, help="comma-separated corpus names (default all)")
     ap.add_argument("--methods", default=METHODS)
     args = ap.parse_args()
 
-    from headseg.analysis.model import embedded_model_path
     from headseg.api import Segmenter
     from headseg.segmenter.evaluation.retrieval import (chunk_all, evaluate_chunks, fixed_token_chunker,
                                                         format_row, format_table, headseg_chunker,
@@ -193,7 +190,7 @@ def main() -> None:
                   "headseg-overlap": lambda: headseg_chunker(seg, max_tokens=budget, overlap=1),
                   "recursive": lambda: recursive_chunker(budget, count),
                   "fixed": lambda: fixed_token_chunker(budget, lambda t: tok.encode(t)[1]),
-                  "chonkie": lambda: chonkie_chunker(budget, embedder, embedded_model_path()),
+                  "chonkie": lambda: chonkie_chunker(budget, embedder, default_model_dir()),
                   "lc-semantic": lambda: lc_semantic_chunker(embedder),
                   "cluster": lambda: cluster_chunker(budget, count, embedder.embed)}
         rows = []

@@ -12,8 +12,8 @@ The unit vectors of each corpus are computed once per budget; each setting only
 reruns the search (``Segmenter.topic_boundaries``, what ``segment`` runs) and
 embeds the chunks.
 
-    python benchmarks/retrieval_sweep.py                                  # the shipped setting
-    python benchmarks/retrieval_sweep.py --target 0.5,0.6 --line 0,0.25 --heading 0,0.25
+    python -m benchmarks.retrieval_sweep                                  # the shipped setting
+    python -m benchmarks.retrieval_sweep --target 0.5,0.6 --line 0,0.25 --heading 0,0.25
 """
 
 from __future__ import annotations
@@ -22,10 +22,8 @@ import argparse
 import itertools
 import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "retrieval"
+from benchmarks.common import data_root, default_tokenizer
 
 
 def floats(s: str) -> list[float]:
@@ -37,7 +35,7 @@ def main() -> int:
     from headseg.segmenter.options import TARGET_FRACTION
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=str(DATA))
+    ap.add_argument("--data", default=str(data_root() / "retrieval"))
     ap.add_argument("--max-tokens", default="128,256")
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--target", default=str(TARGET_FRACTION), help="target fractions of max_tokens")
@@ -45,15 +43,13 @@ def main() -> int:
     ap.add_argument("--heading", default=str(lines.HEADING_DISCOUNT), help="heading discounts")
     args = ap.parse_args()
 
-    from headseg.analysis.model import embedded_model_path
-    from headseg.analysis.tokenizer import Tokenizer
     from headseg.api import Segmenter
     from headseg.segmenter.evaluation.embeddings import MeanPooledEmbedder
     from headseg.segmenter.evaluation.retrieval import chunk_all, evaluate_chunks, load_retrieval, recursive_chunker
     from headseg.segmenter.options import SegmentOptions
 
     rs = load_retrieval(args.data)
-    tok = Tokenizer.from_dir(embedded_model_path())
+    tok = default_tokenizer()
 
     def count(t: str) -> int:
         return len(tok.encode(t)[0])

@@ -1,7 +1,7 @@
 """``headseg segment`` on a corpus: local engine vs Ray with 1 and 2 workers, and memory for 1x vs 10x documents.
 
 Builds a JSONL corpus (at least ``--mb`` MB, default 1) of ~4 KB documents cut
-at paragraph breaks from /work/shared/data (manifesto corpus, then Choi), and
+at paragraph breaks from ../shared/data (manifesto corpus, then Choi), and
 runs each configuration as its own command (``python -m headseg segment``),
 one after another, so that the rows are measured side by side:
 
@@ -16,9 +16,9 @@ one after another, so that the rows are measured side by side:
 Every output is compared with the local engine's: byte-identical, or equal but
 for a rounded score's last digit (Ray batches documents differently), or not.
 
-    .venv/bin/python benchmarks/scale.py                      # embedded model, 1 MB
-    .venv/bin/python benchmarks/scale.py --model tiny         # a tiny random BERT: the engines' own overhead
-    .venv/bin/python benchmarks/scale.py --skip-ray --rss-only # just the 1x / 10x memory rows
+    .venv/bin/python -m benchmarks.scale                      # embedded model, 1 MB
+    .venv/bin/python -m benchmarks.scale --model tiny         # a tiny random BERT: the engines' own overhead
+    .venv/bin/python -m benchmarks.scale --skip-ray --rss-only # just the 1x / 10x memory rows
 """
 
 from __future__ import annotations
@@ -34,14 +34,13 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = Path("/work/shared/data")
+from benchmarks.common import REPO, corpus_files, make_tiny_model, segmentation_root
 
 
 def build_corpus(path: Path, min_bytes: int, doc_chars: int = 4000, repeat: int = 1) -> tuple[int, int]:
     """Write the JSONL corpus; returns (documents, bytes of text)."""
-    files = sorted(glob.glob(str(DATA / "corpus" / "manifesto_*.txt")))
-    files += sorted(glob.glob(str(DATA / "segmentation" / "choi" / "**" / "*.ref"), recursive=True))
+    files = corpus_files()
+    files += sorted(glob.glob(str(segmentation_root() / "choi" / "**" / "*.ref"), recursive=True))
     docs: list[str] = []
     size = 0
     for f in files:
@@ -62,20 +61,6 @@ def build_corpus(path: Path, min_bytes: int, doc_chars: int = 4000, repeat: int 
                 fh.write(json.dumps({"id": f"r{r}-d{i}", "text": d}, ensure_ascii=False) + "\n")
                 n += 1
     return n, size * repeat
-
-
-def make_tiny(path: Path) -> None:
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from headseg.analysis.model import load_model
-
-    tok = load_model(None, weights=False).tokenizer
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=160)
-    BertModel(cfg, add_pooling_layer=False).save_pretrained(path)
-    tok.save(path)
 
 
 #: bytes of text per MiniLM token in this corpus (measured: 1,186,694 bytes, 222,470 tokens)
@@ -138,7 +123,7 @@ def run_segment(corpus: Path, out: Path, model: str | None, extra: list[str], to
     err = out.with_suffix(".stderr")
     t0 = time.monotonic()
     with open(err, "wb") as fh:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=fh)
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=fh)
         # wait4: this child's own peak RSS (not the largest of all children so far)
         _, status, usage = os.wait4(proc.pid, 0)
     t1 = time.monotonic()
@@ -168,7 +153,7 @@ def main() -> None:
         model = args.model
         if model == "tiny":
             model = str(tmp / "tiny")
-            make_tiny(Path(model))
+            make_tiny_model(Path(model))
         corpus = tmp / "corpus.jsonl"
         n_docs, n_bytes = build_corpus(corpus, int(args.mb * 1e6))
         label = args.model or "embedded MiniLM"
@@ -218,7 +203,7 @@ def main() -> None:
         rss_model = model
         if args.rss_model == "tiny" and args.model != "tiny":
             rss_model = str(tmp / "tiny")
-            make_tiny(Path(rss_model))
+            make_tiny_model(Path(rss_model))
         elif args.rss_model == "same":
             rss_model = model
         r1 = run_segment(corpus, tmp / "m1.jsonl", rss_model, ["--threads", "1"], n_docs)

@@ -5,11 +5,11 @@ Per-document results are cached in ``benchmarks/results/<data set>.json`` (the
 stopped and resumed, one method re-run alone (``--methods headseg``) and merged,
 and the Markdown re-rendered without running anything (``--render-only``).
 
-    python benchmarks/segmentation.py                      # default subset, both k modes
-    python benchmarks/segmentation.py --methods headseg    # add missing headseg rows only
-    python benchmarks/segmentation.py --methods headseg --redo   # recompute headseg rows (new segmenter)
-    python benchmarks/segmentation.py --limit 0            # every document (slow on a CPU)
-    python benchmarks/segmentation.py --render-only
+    python -m benchmarks.segmentation                      # default subset, both k modes
+    python -m benchmarks.segmentation --methods headseg    # add missing headseg rows only
+    python -m benchmarks.segmentation --methods headseg --redo   # recompute headseg rows (new segmenter)
+    python -m benchmarks.segmentation --limit 0            # every document (slow on a CPU)
+    python -m benchmarks.segmentation --render-only
 
 Speed (documents/s) is measured inside one process per data set, all methods
 side by side on the same documents; compare ratios, not absolute numbers.
@@ -27,15 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from headseg.analysis.errors import HeadsegError  # noqa: E402
-from headseg.analysis.writing import atomic_write_text  # noqa: E402
-from headseg.segmenter.evaluation.harness import (  # noqa: E402
+from benchmarks.common import DATASETS, REPO, offline_settings, segmentation_root, select_datasets, slug
+from headseg.analysis.errors import HeadsegError
+from headseg.analysis.writing import atomic_write_text
+from headseg.segmenter.evaluation.harness import (
     Dataset,
     ResultStore,
     evaluate,
@@ -43,36 +38,9 @@ from headseg.segmenter.evaluation.harness import (  # noqa: E402
     format_tables,
     summarise,
 )
-from headseg.segmenter.evaluation.loaders import iter_documents  # noqa: E402
-from headseg.segmenter.evaluation.methods import METHODS, make_method, parse_methods  # noqa: E402
-from headseg import evaluation as _headseg_method  # noqa: E402,F401  # registers headseg among the methods
-
-DEFAULT_ROOT = REPO.parent / "shared/data/segmentation"
-
-#: (name, path under the data root); Choi sets 1 and 2 are split by segment length.
-DATASETS = (
-    ("choi/1/3-5", "choi/1/3-5"),
-    ("choi/1/6-8", "choi/1/6-8"),
-    ("choi/1/9-11", "choi/1/9-11"),
-    ("choi/1/3-11", "choi/1/3-11"),
-    ("choi/2/3-5", "choi/2/3-5"),
-    ("choi/2/6-8", "choi/2/6-8"),
-    ("choi/2/9-11", "choi/2/9-11"),
-    ("choi/2/3-11", "choi/2/3-11"),
-    ("choi/3/3-11", "choi/3/3-11"),
-    ("lectures_ai", "lectures_ai"),
-    ("lectures_physics", "lectures_physics"),
-    ("dialseg711", "dialseg711"),
-    ("clinical_dev", "clinical_dev"),
-    ("meetings_ami_dev", "meetings_ami_dev"),
-    ("meetings_qmsum_dev", "meetings_qmsum_dev"),
-    ("manifestos", "../corpus"),
-    ("wiki50_dev", "wiki50_dev"),
-    # short texts of 2-4 paragraphs (benchmarks/short_docs.py builds it; an absolute path: in the repository)
-    ("short_dev", str(Path(__file__).resolve().parent / "data" / "short_dev.jsonl")),
-    # its guard: one or two segments, each written as 2-3 paragraphs (short_docs.py --family sections)
-    ("short_sections_dev", str(Path(__file__).resolve().parent / "data" / "short_sections_dev.jsonl")),
-)
+from headseg.segmenter.evaluation.loaders import iter_documents
+from headseg.segmenter.evaluation.methods import METHODS, make_method, parse_methods
+from headseg import evaluation as _headseg_method  # noqa: F401  # registers headseg among the methods
 
 #: Documents per data set in the default run (first N in natural file order),
 #: sized so that all methods in both k modes fit in well under an hour on two
@@ -85,10 +53,6 @@ DEFAULT_LIMITS = {
     "dialseg711": 30,
     "clinical_dev": 5, "meetings_ami_dev": 2, "meetings_qmsum_dev": 2, "manifestos": 1,
 }
-
-
-def slug(name: str) -> str:
-    return name.replace("/", "_")
 
 
 def parse_limits(spec: str | None) -> dict[str, int | None]:
@@ -111,16 +75,6 @@ def parse_limits(spec: str | None) -> dict[str, int | None]:
         for t in targets:
             limits[t] = n or None
     return limits
-
-
-def select_datasets(spec: str | None) -> list[tuple[str, str]]:
-    if not spec:
-        return list(DATASETS)
-    wanted = [s.strip() for s in spec.split(",") if s.strip()]
-    out = [(n, p) for n, p in DATASETS if any(n == w or n.startswith(w.rstrip("/") + "/") for w in wanted)]
-    if not out:
-        raise HeadsegError(f"--datasets {spec}: none of {', '.join(n for n, _ in DATASETS)}")
-    return out
 
 
 def machine() -> str:
@@ -163,7 +117,7 @@ def run(args) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         methods = [make_method(n) for n in names]
-        command = "python benchmarks/segmentation.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = "python -m benchmarks.segmentation " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         for name, rel in chosen:
             path = root / rel
             docs = list(iter_documents(path, limit=limits.get(name)))
@@ -217,13 +171,16 @@ def render(results_dir: Path, out: Path, datasets: list[tuple[str, str]]) -> Non
     lines = [
         "# Segmentation results",
         "",
-        "Generated by `benchmarks/segmentation.py` from the cached per-document results in",
+        "Generated by `python -m benchmarks.segmentation` from the cached per-document results in",
         "`benchmarks/results/*.json`; see docs/evaluation.md for the metrics, the k convention,",
         "the data formats and how each baseline is called.",
         "",
         f"Rendered {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.",
         "",
         "## Runs",
+        "",
+        "Each command as it was run (before the benchmarks became a package, `python benchmarks/NAME.py`;",
+        "today `python -m benchmarks.NAME` from the repository root, with the same arguments).",
         "",
     ]
     by_cmd: dict[str, list] = {}
@@ -281,7 +238,8 @@ def render(results_dir: Path, out: Path, datasets: list[tuple[str, str]]) -> Non
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data-root", default=str(DEFAULT_ROOT), help=f"default {DEFAULT_ROOT}")
+    root = segmentation_root()
+    p.add_argument("--data-root", default=str(root), help=f"default {root} ($HEADSEG_DATA/segmentation)")
     p.add_argument("--datasets", help="comma-separated names or prefixes (e.g. choi/3,dialseg711); default all")
     p.add_argument("--methods", default="all", help=f"comma-separated, from {', '.join(METHODS)} (default all)")
     p.add_argument("--limit", help="documents per data set: N, NAME=N,... or 0 for all (default: a documented subset)")
@@ -294,6 +252,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's choice)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
+    offline_settings()
     try:
         return run(args)
     except HeadsegError as exc:

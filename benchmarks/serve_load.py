@@ -1,6 +1,6 @@
 """Load on ``headseg serve`` over loopback: throughput and latency, overload, SIGTERM, HTTP = CLI, Ray Serve.
 
-    python benchmarks/serve_load.py [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
+    python -m benchmarks.serve_load [--parts throughput,overload,sigterm,equal,ray] [--choi N] [--lectures N]
                                     [--requests N] [--overload-requests N] [--compare TREE]
 
 Documents: the first ``--choi`` of choi/3/3-11 and ``--lectures`` of
@@ -53,17 +53,16 @@ from pathlib import Path
 
 import httpx
 
-from headseg.serve import probe
-
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+from benchmarks.common import segmentation_root
+from headseg.serve import launch
 
 
 def load_docs(n_choi: int, n_lectures: int) -> list[tuple[str, str]]:
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    docs = [(d.id, d.text) for d in iter_documents(DATA / "choi" / "3" / "3-11", limit=n_choi)]
-    docs += [(d.id, d.text) for d in iter_documents(DATA / "lectures_ai", limit=n_lectures)]
+    root = segmentation_root()
+    docs = [(d.id, d.text) for d in iter_documents(root / "choi" / "3" / "3-11", limit=n_choi)]
+    docs += [(d.id, d.text) for d in iter_documents(root / "lectures_ai", limit=n_lectures)]
     return docs
 
 
@@ -76,10 +75,10 @@ def rss_mb(pid: int) -> float:
 
 
 def wait_ready(url: str, timeout: float, proc: subprocess.Popen) -> None:
-    """:func:`headseg.serve.probe.wait_ready`, ending the benchmark with its message."""
+    """:func:`headseg.serve.launch.wait_ready`, ending the benchmark with its message."""
     try:
-        probe.wait_ready(url, timeout, proc)
-    except probe.ServerNotReady as exc:
+        launch.wait_ready(url, timeout, proc)
+    except launch.ServerNotReady as exc:
         raise SystemExit(str(exc)) from None
 
 
@@ -130,7 +129,7 @@ class Server:
     """``headseg serve`` in a subprocess, ready when constructed; ``tree``: serve that source tree's code."""
 
     def __init__(self, *flags: str, timeout: float = 300, stdout=subprocess.DEVNULL, tree: Path | None = None):
-        self.port = probe.free_port()
+        self.port = launch.free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         flags = flags if "--log-level" in flags else ("--log-level", "warning", *flags)
         env = None
@@ -359,11 +358,11 @@ def ray_cpu(root: int) -> dict[int, tuple[str, float]]:
 def part_ray(docs, requests: int, workers: int | None = None) -> None:
     rows = []
     for replicas in (1, 2):
-        port = probe.free_port()
+        port = launch.free_port()
         # one model thread per replica: 2 replicas against 1 is like for like, as a second node would be
         proc = subprocess.Popen([sys.executable, "-m", "headseg", "serve", "--engine", "ray", "--replicas",
                                  str(replicas), "--threads", "1", "--port", str(port), "--max-queue", "512",
-                                 *([] if workers is None else ["--workers", str(workers)])],
+                                 *([] if workers is None else ["--doc-threads", str(workers)])],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -412,9 +411,9 @@ def main() -> None:
                     help="throughput: also serve from this source tree (e.g. an export of the commit before), "
                          "side by side")
     ap.add_argument("--ray-workers", type=int, default=None,
-                    help="ray: the replicas' --workers (default: the server's own default)")
+                    help="ray: the replicas' --doc-threads (default: the server's own default)")
     ap.add_argument("--server-flag", action="append", default=[],
-                    help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--workers=16")
+                    help="an extra flag for the overload part's server (repeat), e.g. --server-flag=--doc-threads=16")
     args = ap.parse_args()
     docs = load_docs(args.choi, args.lectures)
     parts = args.parts.split(",")

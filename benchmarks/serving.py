@@ -1,7 +1,7 @@
 """The serving engine against the torch path and the same-model peers: cold start, throughput, memory.
 
-    .venv/bin/python benchmarks/serving.py cold [--runs 5] [--doc examples/sample.txt]
-    .venv/bin/python benchmarks/serving.py throughput [--sets choi3,lectures_ai,lectures_physics]
+    .venv/bin/python -m benchmarks.serving cold [--runs 5] [--doc examples/sample.txt]
+    .venv/bin/python -m benchmarks.serving throughput [--sets choi3,lectures_ai,lectures_physics]
                                                      [--limit N] [--peers [--peer-limit N]] [--precisions int8,fp32]
 
 ``cold``: whole ``headseg segment DOC`` processes, the ONNX artifact already in
@@ -30,42 +30,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("HEADSEG_DATA", ROOT.parent / "shared" / "data" / "segmentation"))
+from benchmarks.common import REPO, load_average, run_measured, segmentation_root
+
 SETS = {"choi3": "choi/3/3-11", "lectures_ai": "lectures_ai", "lectures_physics": "lectures_physics",
         "dialseg711": "dialseg711", "choi1": "choi/1", "choi2": "choi/2"}
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _run(cmd: list[str], env=None) -> dict:
-    """Run a command; wall seconds, CPU seconds and peak RSS (MiB) of that process alone.
-
-    Output goes to temporary files, not pipes: ``os.wait4`` (which gives the
-    child's own resource usage) must not wait on a child blocked writing to a
-    full pipe (a worker's JSON for a thousand documents is larger than one).
-    """
-    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out_f, stderr=err_f, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out_f.seek(0)
-        err_f.seek(0)
-        out, err = out_f.read(), err_f.read()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err.decode(errors='replace')[-2000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
-            "out": out.decode(), "err": err.decode()}
 
 
 PROBE = "import sys; from headseg.cli import main; rc = main(sys.argv[1:]); " \
@@ -82,11 +54,11 @@ def cold(args) -> None:
     rows = {k: [] for k in configs}
     for i in range(args.runs):
         for name, extra in configs.items():
-            r = _run([sys.executable, "-c", PROBE, "segment", str(doc), "--quiet", *extra])
+            r = run_measured([sys.executable, "-c", PROBE, "segment", str(doc), "--quiet", *extra])
             r["torch_imported"] = "NOTORCH" not in r["err"]
             rows[name].append(r)
     print(f"\nCold start: `headseg segment {doc}` ({doc.stat().st_size:,} bytes), {args.runs} runs each, "
-          f"taking turns; {load()}")
+          f"taking turns; {load_average()}")
     print(f"{'configuration':<16} {'wall s (median)':>16} {'CPU s':>8} {'peak RSS MiB':>13} {'torch imported':>15}")
     med = {}
     for name, rs in rows.items():
@@ -147,7 +119,7 @@ def _rate(d: dict, keys: set | None = None) -> tuple[int, int, float]:
 
 
 def throughput(args) -> None:
-    paths = [str(DATA / SETS[s]) for s in args.sets.split(",")]
+    paths = [str(segmentation_root() / SETS[s]) for s in args.sets.split(",")]
     names = [("onnx", p) for p in args.precisions.split(",")] + [("torch", None)]
     if args.peers:
         names += [("langchain", None), ("chonkie", None)]
@@ -156,14 +128,14 @@ def throughput(args) -> None:
         key = name if prec is None else f"{name} {prec}"
         limit = args.peer_limit if name in ("langchain", "chonkie") and args.peer_limit else args.limit
         cfg = {"name": name, "precision": prec, "paths": paths, "limit": limit}
-        r = _run([sys.executable, "-c", WORKER, json.dumps(cfg)])
+        r = run_measured([sys.executable, "-c", WORKER, json.dumps(cfg)])
         d = json.loads(r["out"].strip().splitlines()[-1])
         d["rss"] = r["rss"]
         res[key] = d
-        print(f"  {key}: {len(d['keys'])} docs in {sum(d['times']):.1f} s ({load()})", file=sys.stderr)
+        print(f"  {key}: {len(d['keys'])} docs in {sum(d['times']):.1f} s ({load_average()})", file=sys.stderr)
     n, chars, _ = _rate(res["torch"])
     print(f"\nThroughput of the whole segmenter on {n} documents ({chars:,} characters) from {args.sets}"
-          + (f", at most {args.limit} per set" if args.limit else " (every document)") + f"; {load()}")
+          + (f", at most {args.limit} per set" if args.limit else " (every document)") + f"; {load_average()}")
     every = {tuple(k) for k in res["torch"]["keys"]}
     groups = [("all", every)]
     if len(paths) > 1:
@@ -198,7 +170,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("cold")
     c.add_argument("--runs", type=int, default=5)
-    c.add_argument("--doc", default=str(ROOT / "examples" / "sample.txt"))
+    c.add_argument("--doc", default=str(REPO / "examples" / "sample.txt"))
     t = sub.add_parser("throughput")
     t.add_argument("--sets", default="choi3,lectures_ai,lectures_physics")
     t.add_argument("--limit", type=int, default=0, help="at most N documents per set (0: all)")

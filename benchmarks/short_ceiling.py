@@ -32,10 +32,10 @@ the search finds there is bounded by the unit vectors.  Three measurements of th
   rule that tells a text of several topics from a text of one, whatever its paragraphs, needs the
   groups apart here.
 
-    python benchmarks/short_ceiling.py
-    python benchmarks/short_ceiling.py --vectors
-    python benchmarks/short_ceiling.py --texts
-    python benchmarks/short_ceiling.py --chance
+    python -m benchmarks.short_ceiling
+    python -m benchmarks.short_ceiling --vectors
+    python -m benchmarks.short_ceiling --texts
+    python -m benchmarks.short_ceiling --chance
 
 Prints Markdown tables (docs/segmenter.md, "Short documents", quotes them).
 """
@@ -43,19 +43,14 @@ Prints Markdown tables (docs/segmenter.md, "Short documents", quotes them).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import short_sweep  # noqa: E402
+from benchmarks import short_sweep
+from benchmarks.common import REPO, offline_settings
 
 JOINS = ("blank", "line", "space")
 
@@ -347,6 +342,7 @@ def main(argv=None) -> int:
         ap.error("--scales must be positive numbers")
     if args.context < 1:
         ap.error("--context must be at least 1")
+    offline_settings()
     docs = short_sweep.cache(args.cache, "short_dev")
     penalty_ceiling(docs, scales)
     if args.vectors:

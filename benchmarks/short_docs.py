@@ -3,7 +3,7 @@
 What a person pastes first is a short text of a few paragraphs; the other dev families are long
 documents of many topics.  This script writes ``benchmarks/data/short_dev.jsonl`` (one JSON object
 a line: ``id``, ``text``, ``boundaries`` as character offsets, ``source``), a dev set like the
-others (``python benchmarks/segmentation.py --datasets short_dev``), from two kinds of text:
+others (``python -m benchmarks.segmentation --datasets short_dev``), from two kinds of text:
 
 * **everyday**: the paragraphs of ``benchmarks/data/everyday_paragraphs.txt`` (40 subjects written
   for this: news, recipes, notices, product notes, travel, health, sport, school, software ...),
@@ -16,8 +16,8 @@ others (``python benchmarks/segmentation.py --datasets short_dev``), from two ki
 Each combination is written with the paragraphs joined by a blank line, by a line break (everyday
 only) and by a space (no break at all).  Seeded: the same seed writes the same file.
 
-    python benchmarks/short_docs.py            # writes benchmarks/data/short_dev.jsonl
-    python benchmarks/short_docs.py --family paragraphs   # benchmarks/data/paragraphs_dev.jsonl
+    python -m benchmarks.short_docs            # writes benchmarks/data/short_dev.jsonl
+    python -m benchmarks.short_docs --family paragraphs   # benchmarks/data/paragraphs_dev.jsonl
 
 The second family is the guard: the long documents of Wiki-50 dev and Clinical with every section
 written as paragraphs of 3-5 sentences, so that most paragraph breaks are not topic boundaries.
@@ -26,8 +26,8 @@ sources above), each written as 2-3 paragraphs of 3-4 sentences between blank li
 short text's paragraph breaks are mostly not boundaries either (a one-topic e-mail or notice of a
 few paragraphs; a text of two subjects with two paragraphs each).
 
-    python benchmarks/short_docs.py --family sections     # benchmarks/data/short_sections_dev.jsonl
-    python benchmarks/short_docs.py --check    # exits 1 if the committed file differs
+    python -m benchmarks.short_docs --family sections     # benchmarks/data/short_sections_dev.jsonl
+    python -m benchmarks.short_docs --check    # exits 1 if the committed file differs
 """
 
 from __future__ import annotations
@@ -38,16 +38,13 @@ import random
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from benchmarks.common import BENCH_DATA, data_root
+from headseg.segmenter.evaluation.loaders import iter_documents
 
-from headseg.segmenter.evaluation.loaders import iter_documents  # noqa: E402
-
-DATA = Path("/work/shared/data") if Path("/work/shared/data").is_dir() else HERE.parent.parent / "shared" / "data"
-PARAGRAPHS = HERE / "data" / "everyday_paragraphs.txt"
-OUT = HERE / "data" / "short_dev.jsonl"
-PARAGRAPHS_OUT = HERE / "data" / "paragraphs_dev.jsonl"
-SECTIONS_OUT = HERE / "data" / "short_sections_dev.jsonl"
+PARAGRAPHS = BENCH_DATA / "everyday_paragraphs.txt"
+OUT = BENCH_DATA / "short_dev.jsonl"
+PARAGRAPHS_OUT = BENCH_DATA / "paragraphs_dev.jsonl"
+SECTIONS_OUT = BENCH_DATA / "short_sections_dev.jsonl"
 #: texts of the short guard per source and number of segments (1 and 2)
 SECTION_DOCUMENTS = 8
 #: the long documents whose sections are written as several paragraphs: the check that a paragraph
@@ -110,7 +107,7 @@ def build(seed: int) -> list[dict]:
     for source, rel in SOURCES:
         for i in range(SOURCE_DOCUMENTS):
             for _ in range(20):  # a document whose chosen segments are too short: draw again
-                segs, doc_id = source_paragraphs(DATA / rel, rng)
+                segs, doc_id = source_paragraphs(data_root() / rel, rng)
                 if len(segs) >= 2:
                     break
             for name in ("blank", "space"):
@@ -125,7 +122,7 @@ def paragraph_documents(seed: int) -> list[dict]:
     rng = random.Random(seed)
     out = []
     for source, rel in PARAGRAPH_SOURCES:
-        for doc in iter_documents(DATA / rel, limit=PARAGRAPH_DOCUMENTS):
+        for doc in iter_documents(data_root() / rel, limit=PARAGRAPH_DOCUMENTS):
             starts = [0, *doc.boundaries, doc.n]
             paragraphs, boundaries = [], []
             for a, b in zip(starts, starts[1:]):
@@ -153,7 +150,7 @@ def section_documents(seed: int) -> list[dict]:
     rng = random.Random(seed)
     out = []
     for source, rel in SOURCES:
-        docs = list(iter_documents(DATA / rel))
+        docs = list(iter_documents(data_root() / rel))
         for k in (1, 2):
             for i in range(SECTION_DOCUMENTS):
                 for _ in range(100):  # a document without k consecutive segments of 6+ units: draw again

@@ -7,8 +7,8 @@ The search's preparation reads the text (paragraph starts, line groups), so unli
 (``benchmarks/short_docs.py`` builds them) are computed once into ``--cache`` (default
 ``runs/short_cache``, git-ignored), then every design is a search per document.
 
-    python benchmarks/short_sweep.py                                    # today's defaults
-    python benchmarks/short_sweep.py paragraph_bonus=0,0.3,0.6 paragraph_count=4,8
+    python -m benchmarks.short_sweep                                    # today's defaults
+    python -m benchmarks.short_sweep paragraph_bonus=0,0.3,0.6 paragraph_count=4,8
 
 Prints, per design, the short family's Pk and share of documents with exactly the reference
 boundaries (overall and by what joins the paragraphs) and the paragraph family's Pk and
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import pickle
 import sys
 from dataclasses import replace
@@ -30,10 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from benchmarks.common import BENCH_DATA, REPO, offline_settings
 
 SETS = ("short_dev", "paragraphs_dev", "short_sections_dev")
 
@@ -51,7 +47,7 @@ def cache(path: Path, name: str) -> list[dict]:
 
     seg = Segmenter(quiet=True)
     docs = []
-    for d in iter_documents(REPO / "benchmarks" / "data" / f"{name}.jsonl"):
+    for d in iter_documents(BENCH_DATA / f"{name}.jsonl"):
         p = seg._prepare(d.text, SegmentOptions())
         r = unit_token_ranges(p.doc, p.units)
         docs.append({"id": d.id, "text": d.text, "units": p.units, "x": seg.unit_vectors(p.doc, p.units),
@@ -120,6 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("designs", nargs="*", help="KNOB=V1,V2,... (TopicParams fields); the grid of all")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "short_cache")
     args = ap.parse_args(argv)
+    offline_settings()
     from headseg.segmenter.topics import TopicParams
 
     data = {name: cache(args.cache, name) for name in SETS}

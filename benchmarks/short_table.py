@@ -6,19 +6,22 @@ group: for the short family by kind of text (everyday paragraphs / segments of t
 by what joins the paragraphs (blank line, line break, space); for the guard by the number of
 reference segments (one, or two, each written as several paragraphs).
 
-    python benchmarks/segmentation.py --datasets short_dev --methods headseg,embedding-cosine --limit 0
-    python benchmarks/short_table.py [benchmarks/results/short_dev.json]
-    python benchmarks/short_table.py benchmarks/results/short_sections_dev.json
+    python -m benchmarks.segmentation --datasets short_dev --methods headseg,embedding-cosine --limit 0
+    python -m benchmarks.short_table [benchmarks/results/short_dev.json]
+    python -m benchmarks.short_table benchmarks/results/short_sections_dev.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-DEFAULT = Path(__file__).resolve().parent / "results" / "short_dev.json"
+from benchmarks.common import REPO
+
+DEFAULT = REPO / "benchmarks" / "results" / "short_dev.json"
 
 
 def short_groups(doc_id: str) -> list[str]:
@@ -69,5 +72,13 @@ def table(path: Path) -> str:
     return "\n".join(lines)
 
 
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", nargs="?", type=Path, default=DEFAULT,
+                    help="a results file of segmentation.py (default benchmarks/results/short_dev.json)")
+    print(table(ap.parse_args(argv).results))
+    return 0
+
+
 if __name__ == "__main__":
-    print(table(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT))
+    sys.exit(main())

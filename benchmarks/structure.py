@@ -23,9 +23,9 @@ at ``none``).  Documents: this repository's ``docs/*.md`` and ``README.md``, and
 descriptions (the body of ``*.dist-info/METADATA`` over 3 KB whose
 ``Description-Content-Type`` is ``text/markdown``) of the packages in ``--site``.
 
-    python benchmarks/structure.py [--budgets 128,256,512,none] [--site .venv/lib/python3.11/site-packages]
+    python -m benchmarks.structure [--budgets 128,256,512,none] [--site .venv/lib/python3.11/site-packages]
         [--limit N] [--methods headseg,langchain]
-    python benchmarks/structure.py --files '/usr/share/doc/**/*.md'   # held out: not what the bonus was set on
+    python -m benchmarks.structure --files '/usr/share/doc/**/*.md'   # held out: not what the bonus was set on
 
 Unit vectors are computed once per document and unit (each unit is encoded alone, so a
 unit's vector does not depend on the budget).  Prints a Markdown table.
@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import REPO as ROOT
+
 SITE = ROOT / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 
 

@@ -4,8 +4,8 @@ Each run is a separate subprocess (``python -m headseg study ...``), so
 each peak RSS (read from the run's ``run.json``, i.e. ``getrusage`` of that
 process) is its own.  Prints a table.
 
-    .venv/bin/python benchmarks/study_memory.py                      # tiny random BERT, 500 and 5000 samples
-    .venv/bin/python benchmarks/study_memory.py --model embedded --samples 500
+    .venv/bin/python -m benchmarks.study_memory                      # tiny random BERT, 500 and 5000 samples
+    .venv/bin/python -m benchmarks.study_memory --model embedded --samples 500
 
 ``--model tiny`` builds a random 3-layer BERT (hidden 32, 4 heads) with the
 embedded model's tokenizer into a temporary directory: the forward pass is then
@@ -16,7 +16,6 @@ buffers (windows, capture, statistics) scale as they do for any model.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import subprocess
@@ -25,23 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = sorted(glob.glob("/work/shared/data/corpus/manifesto_*.txt"))
-
-
-def make_tiny(path: Path) -> None:
-    sys.path.insert(0, str(ROOT))
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from headseg.analysis import load_model
-
-    tok = load_model(None, weights=False).tokenizer
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                     intermediate_size=64, max_position_embeddings=160)
-    BertModel(cfg, add_pooling_layer=False).save_pretrained(path)
-    tok.save(path)
+from benchmarks.common import REPO, corpus_files, make_tiny_model
 
 
 def run_one(model: str, corpus: list[str], samples: int, out: Path, seq_len: int) -> dict:
@@ -50,7 +33,7 @@ def run_one(model: str, corpus: list[str], samples: int, out: Path, seq_len: int
     if model != "embedded":
         cmd += ["--model", model]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise SystemExit(f"study failed ({proc.returncode}): {proc.stderr.strip()}")
@@ -65,7 +48,7 @@ def main() -> int:
     ap.add_argument("--model", default="tiny", help="tiny (random, built here), embedded, or a model directory")
     ap.add_argument("--samples", default="500,5000", help="comma-separated sample counts")
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--corpus", nargs="+", default=DEFAULT_CORPUS)
+    ap.add_argument("--corpus", nargs="+", default=corpus_files())
     args = ap.parse_args()
     if not args.corpus:
         raise SystemExit("no corpus: pass --corpus FILES")
@@ -75,7 +58,7 @@ def main() -> int:
         model = args.model
         if model == "tiny":
             model = str(tmp / "tiny")
-            make_tiny(Path(model))
+            make_tiny_model(Path(model))
         rows = [run_one(model, args.corpus, n, tmp / f"out{n}", args.seq_len) for n in counts]
     print(f"model: {args.model}; corpus: {len(args.corpus)} file(s); seq_len {args.seq_len}; "
           f"cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")

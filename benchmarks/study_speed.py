@@ -12,14 +12,13 @@ With ``--baseline SRC`` the same study is also run with another source tree
 runs alternate ``--repeat`` times, and their ``report.json`` and ``heads.json``
 are compared number by number (relative tolerance ``--rtol``).
 
-    .venv/bin/python benchmarks/study_speed.py                       # this tree, 256 windows
-    .venv/bin/python benchmarks/study_speed.py --baseline /tmp/orig  # before/after, side by side
+    .venv/bin/python -m benchmarks.study_speed                       # this tree, 256 windows
+    .venv/bin/python -m benchmarks.study_speed --baseline /tmp/orig  # before/after, side by side
 """
 
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -29,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = sorted(glob.glob("/work/shared/data/corpus/manifesto_*.txt"))
+from benchmarks.common import REPO, corpus_files
+
 FULL = 20_000
 
 
@@ -47,7 +46,7 @@ def run_once(corpus: list[str], samples: int, out: Path, pythonpath: str | None,
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(cmd, cwd=pythonpath or ROOT, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(cmd, cwd=pythonpath or REPO, stdout=subprocess.DEVNULL, stderr=err, env=env)
         _, status, _ = os.wait4(proc.pid, 0)
         wall = time.monotonic() - t0
         if os.waitstatus_to_exitcode(status) != 0:
@@ -98,7 +97,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--corpus", nargs="+", default=DEFAULT_CORPUS)
+    ap.add_argument("--corpus", nargs="+", default=corpus_files())
     ap.add_argument("--baseline", default=None, metavar="SRC", help="source tree of the code to compare against")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--rtol", type=float, default=1e-4)

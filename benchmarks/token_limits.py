@@ -8,7 +8,7 @@ whitespace words, and that tokenizer plus two special tokens.  For each: the
 segments, the largest count (must be <= the limit), the cuts the final check
 added to the search's (additive estimate) cuts, and the wall time.
 
-    python benchmarks/token_limits.py [--chars 30000] [--max-tokens 128]
+    python -m benchmarks.token_limits [--chars 30000] [--max-tokens 128]
 
 Prints a Markdown table.
 """
@@ -21,28 +21,26 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "corpus"
+from benchmarks.common import data_root, default_model_dir
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--file", default=str(DATA / "manifesto_61320_200811.txt"))
+    ap.add_argument("--file", default=str(data_root() / "corpus" / "manifesto_61320_200811.txt"))
     ap.add_argument("--chars", type=int, default=30000)
     ap.add_argument("--max-tokens", type=int, default=128)
     args = ap.parse_args()
 
     from headseg import Segmenter
-    from headseg.analysis.model import embedded_model_path
     from headseg.segmenter import topics
     from headseg.segmenter.tokens import resolve_token_counter
 
     text = Path(args.file).read_text(encoding="utf-8")[: args.chars]
     seg = Segmenter(backend="torch", device="cpu")
-    model_tokens = resolve_token_counter(str(embedded_model_path()))
+    model_tokens = resolve_token_counter(str(default_model_dir()))
     counters = {
         "model tokens in the document (no counter)": None,
-        "tokenizer.json directory": str(embedded_model_path()),
+        "tokenizer.json directory": str(default_model_dir()),
         "whitespace words": lambda s: len(s.split()),
         "tokenizer + 2 special tokens": lambda s: model_tokens(s) + 2,
     }

@@ -8,8 +8,8 @@ each document's vectors, its unit starts, the reference unit starts and
 boundaries, the topic heads and the profile's output share (the model's own
 embedding's columns follow the heads' when it is above 0).  ``benchmarks/topic_sweep.py`` reads them.
 
-    python benchmarks/topic_cache.py --threads 1            # every dev document
-    python benchmarks/topic_cache.py --datasets choi/3 --limit 20
+    python -m benchmarks.topic_cache --threads 1            # every dev document
+    python -m benchmarks.topic_cache --datasets choi/3 --limit 20
 
 Resumable: a data set whose file exists is skipped (``--redo`` recomputes).
 
@@ -27,17 +27,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import numpy as np  # noqa: E402
-
-from headseg.analysis.writing import atomic_save_npz  # noqa: E402
-
-from segmentation import DEFAULT_ROOT, select_datasets, slug  # noqa: E402
+from benchmarks.common import REPO, offline_settings, segmentation_root, select_datasets, slug
+from headseg.analysis.writing import atomic_save_npz
 
 
 def cache_dataset(seg, path: Path, out: Path, limit: int | None, batch_docs: int = 8,
@@ -96,7 +89,7 @@ def add_tokens(tokenizer, path: Path, target: Path) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--data-root", default=str(segmentation_root()))
     ap.add_argument("--datasets", default=None, help="names or prefixes, as benchmarks/segmentation.py")
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--out", default=None, help="default runs/topic_cache (runs/topic_cache_all with --all-heads)")
@@ -108,6 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--redo", action="store_true")
     ap.add_argument("--add-tokens", action="store_true", help="only add unit token counts to existing caches")
     args = ap.parse_args(argv)
+    offline_settings()
     import torch
 
     torch.set_num_threads(args.threads)

@@ -6,8 +6,8 @@ and segments per reference segment are averaged over the documents of each
 data set.  Only the search runs, so a sweep over many settings takes seconds to
 minutes instead of hours.
 
-    python benchmarks/topic_sweep.py                     # the shipped TopicParams
-    python benchmarks/topic_sweep.py --set penalty=0.5,1.0 --set noise=median,mean
+    python -m benchmarks.topic_sweep                     # the shipped TopicParams
+    python -m benchmarks.topic_sweep --set penalty=0.5,1.0 --set noise=median,mean
 
 ``--set NAME=V1,V2`` sweeps a TopicParams field (the grid is the product).
 """
@@ -22,12 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from segmentation import DATASETS, DEFAULT_ROOT, slug  # noqa: E402
+from benchmarks.common import DATASETS, REPO, dataset_path, segmentation_root, slug
 
 
 def load_cache(path: Path, limit: int | None = None, data: Path | None = None) -> list[dict]:
@@ -245,7 +242,7 @@ def parse_value(v: str):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
-    ap.add_argument("--data-root", default=str(DEFAULT_ROOT), help="the documents' texts, for the headings")
+    ap.add_argument("--data-root", default=str(segmentation_root()), help="the documents' texts, for the headings")
     ap.add_argument("--datasets", default=None, help="comma-separated names (default: every cached one)")
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[], help="NAME=V1,V2,... over TopicParams fields")
@@ -273,7 +270,7 @@ def main(argv=None) -> int:
     for n in names:
         p = Path(args.cache) / f"{slug(n)}.npz"
         if p.exists():
-            data[n] = load_cache(p, args.limit or None, Path(args.data_root) / dict(DATASETS)[n])
+            data[n] = load_cache(p, args.limit or None, dataset_path(n, args.data_root))
             if args.layers:
                 with np.load(p, allow_pickle=False) as z:
                     if "heads" not in z.files:

@@ -6,33 +6,28 @@ Data: ``wiki50_dev`` (sections ``========,2,`` vs every header) and ``meetings_a
 The unit vectors are computed once into ``--cache`` (default ``runs/tree_cache``, git-ignored), then
 every variant is a search per document (``segmenter.tree.tree_levels``, the call ``segment`` makes).
 
-    python benchmarks/tree.py                       # the table of docs/results.md
-    python benchmarks/tree.py --scale 3 --fanout 8  # a variant of the tree's constants
+    python -m benchmarks.tree                       # the table of docs/results.md
+    python -m benchmarks.tree --scale 3 --fanout 8  # a variant of the tree's constants
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import numpy as np
 
-import numpy as np  # noqa: E402
+from benchmarks.common import REPO, offline_settings, segmentation_root
 
-DATA = REPO.parent / "shared" / "data" / "segmentation"
 SETS = (("wiki50_dev", 2), ("meetings_ami_dev_tree", 2))
 
 
 def load(name: str, coarse_level: int):
     from headseg.segmenter.evaluation.loaders import iter_documents
 
-    fine = list(iter_documents(DATA / name))
-    coarse = list(iter_documents(DATA / name, wiki_level=coarse_level))
+    fine = list(iter_documents(segmentation_root() / name))
+    coarse = list(iter_documents(segmentation_root() / name, wiki_level=coarse_level))
     for f, c in zip(fine, coarse):
         if f.text != c.text or f.id != c.id:
             raise SystemExit(f"{name}: the two levels of {f.id} do not share one text")
@@ -41,12 +36,12 @@ def load(name: str, coarse_level: int):
 
 def cache(seg, name: str, docs, folder: Path) -> list[dict]:
     """Per document: its unit spans, unit tokens and unit vectors (``topic_cache.py``'s cache, computed once)."""
-    from topic_cache import cache_dataset
+    from benchmarks.topic_cache import cache_dataset
 
     path = folder / f"{name}.npz"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        cache_dataset(seg, DATA / name, path, None)
+        cache_dataset(seg, segmentation_root() / name, path, None)
     z = np.load(path)
     out = []
     for i, d in enumerate(docs):
@@ -73,6 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=None, help="a fixed depth (default: automatic)")
     ap.add_argument("--no-embedding", action="store_true", help="leave the embedding baseline out")
     args = ap.parse_args(argv)
+    offline_settings()
 
     from headseg import Segmenter
     from headseg.analysis.text import tokenize

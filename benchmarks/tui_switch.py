@@ -1,7 +1,7 @@
 """How long the TUI takes to switch heads on a 128×128 matrix (target: under 100 ms).
 
-    .venv/bin/python benchmarks/tui_switch.py            # embedded model, examples/sample.txt
-    .venv/bin/python benchmarks/tui_switch.py --synthetic  # random activations, no model
+    .venv/bin/python -m benchmarks.tui_switch            # embedded model, examples/sample.txt
+    .venv/bin/python -m benchmarks.tui_switch --synthetic  # random activations, no model
 
 Per terminal size and colour mode, three timings of the same head switches:
 
@@ -29,19 +29,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from headseg.analysis.text import Window  # noqa: E402
-from headseg.tui.app import create_app  # noqa: E402
-from headseg.tui.data import DocumentModel, WindowMatrices  # noqa: E402
-from headseg.tui.precomputed import PrecomputedSource  # noqa: E402
+from benchmarks.common import REPO
+from headseg.analysis.text import Window
+from headseg.tui.app import create_app
+from headseg.tui.data import DocumentModel, WindowMatrices
+from headseg.tui.precomputed import PrecomputedSource
 
 
 def synthetic_document(tokens: int = 128, layers: int = 6, heads: int = 12, d: int = 32) -> DocumentModel:
@@ -150,7 +147,7 @@ async def measure(doc: DocumentModel, size: tuple[int, int], colors: str, n: int
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--synthetic", action="store_true", help="random activations instead of the embedded model")
-    ap.add_argument("--text", type=Path, default=ROOT / "examples" / "sample.txt")
+    ap.add_argument("--text", type=Path, default=REPO / "examples" / "sample.txt")
     ap.add_argument("-n", type=int, default=60, help="head switches per configuration")
     args = ap.parse_args()
     doc = synthetic_document() if args.synthetic else model_document(args.text)

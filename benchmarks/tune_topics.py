@@ -25,7 +25,7 @@ Cost: one topic search per document and design on the cached unit vectors
 (``benchmarks/topic_cache.py``): about a minute per design for every dev
 document on one core; ``--jobs`` runs designs in parallel processes.
 
-    python benchmarks/tune_topics.py --set penalty=0.3,0.45,0.6 --set floor=1.3,2.0
+    python -m benchmarks.tune_topics --set penalty=0.3,0.45,0.6 --set floor=1.3,2.0
 """
 
 from __future__ import annotations
@@ -34,17 +34,13 @@ import argparse
 import dataclasses
 import itertools
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "benchmarks"))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from segmentation import DATASETS, DEFAULT_ROOT, slug  # noqa: E402
-from topic_sweep import load_cache, parse_value, score, unit_headings, unit_lines, unit_tokens  # noqa: E402
+from benchmarks.common import DATASETS, REPO, dataset_path, segmentation_root, slug
+from benchmarks.topic_sweep import load_cache, parse_value, score, unit_headings, unit_lines, unit_tokens
 
 #: family -> its data sets (the tuning rule's unit of account)
 FAMILIES = {
@@ -67,8 +63,8 @@ def _load(cache: str, data_root: str, limit: int | None) -> None:
         for n in fam:
             p = Path(cache) / f"{slug(n)}.npz"
             if not p.exists():
-                raise SystemExit(f"{p} missing: run benchmarks/topic_cache.py --datasets {n}")
-            docs = load_cache(p, limit, Path(data_root) / dict(DATASETS)[n])
+                raise SystemExit(f"{p} missing: run python -m benchmarks.topic_cache --datasets {n}")
+            docs = load_cache(p, limit, dataset_path(n, data_root))
             with np.load(p, allow_pickle=False) as z:
                 heads = z["heads"]
                 share = float(z["output_weight"][0]) if "output_weight" in z.files else 0.0
@@ -156,7 +152,7 @@ def choose(results: list[tuple[str, dict]], ref: dict, guard: float, set_guard: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cache", default=str(REPO / "runs" / "topic_cache"))
-    ap.add_argument("--data-root", default=str(DEFAULT_ROOT))
+    ap.add_argument("--data-root", default=str(segmentation_root()))
     ap.add_argument("--limit", type=int, default=0, help="documents per data set (0 = all)")
     ap.add_argument("--set", action="append", default=[],
                     help="NAME=V1,V2,... over TopicParams fields, or layer0 (first-layer head weight, shipped 0.25), or output (the share of "

@@ -6,7 +6,7 @@ once with every punctuation-only word removed.  A boundary is the index of the
 word that starts a sentence; a prediction counts when it falls on a gold
 boundary word (exact) or within one word (±1).
 
-    python benchmarks/units.py [--docs 6] [--sentences 80] [--only auto] [--commit all|first] [--strip both]
+    python -m benchmarks.units [--docs 6] [--sentences 80] [--only auto] [--commit all|first] [--strip both]
 
 Prints a Markdown table.
 """
@@ -16,16 +16,13 @@ from __future__ import annotations
 import argparse
 import glob
 import re
-import sys
 import time
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data" / "segmentation"
+from benchmarks.common import markdown_table, segmentation_root
 
 
 def read_choi(path: str) -> list[str]:
@@ -106,8 +103,8 @@ def main() -> None:
         seg.unit_params.threshold = args.threshold
     if args.block is not None:
         seg.unit_params.block = args.block
-    files = sorted(glob.glob(str(DATA / "choi/1/3-11/*.ref")))[: args.docs]
-    files += sorted(glob.glob(str(DATA / "lectures_ai/*.txt")))[: args.docs]
+    files = sorted(glob.glob(str(segmentation_root() / "choi/1/3-11/*.ref")))[: args.docs]
+    files += sorted(glob.glob(str(segmentation_root() / "lectures_ai/*.txt")))[: args.docs]
     if args.commit is not None:
         seg.unit_params.commit = args.commit
     methods = {
@@ -142,10 +139,7 @@ def main() -> None:
     print(f"Unit boundary detection, {len(files)} documents (Choi 1/3-11 and lectures_ai), "
           f"first {args.sentences} sentences each, joined with spaces; detector commit rule "
           f"\"{seg.unit_params.commit}\".\n")
-    print("| punctuation | method | P / R / F1 exact | P / R / F1 ±1 word | seconds |")
-    print("|---|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    print(markdown_table(["punctuation", "method", "P / R / F1 exact", "P / R / F1 ±1 word", "seconds"], rows))
 
 
 if __name__ == "__main__":

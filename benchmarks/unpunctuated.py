@@ -7,7 +7,7 @@ Without punctuation the sentence rules find nothing, so the heads' unit
 detector does all the work.  The two variants run in turns in one process
 (best of ``--repeats``), so the ratio is the meaningful figure.
 
-    python benchmarks/unpunctuated.py [--kb 16,64] [--repeats 1]
+    python -m benchmarks.unpunctuated [--kb 16,64] [--repeats 1]
 
 Prints a Markdown table and the load average before and after.
 """
@@ -15,34 +15,10 @@ Prints a Markdown table and the load average before and after.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
-import sys
 import time
-import unicodedata
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-DATA = ROOT.parent / "shared" / "data"
-
-
-def prose() -> str:
-    out = []
-    for f in sorted(glob.glob(str(DATA / "corpus" / "manifesto_*.txt"))):
-        out += [l.strip() for l in Path(f).read_text(encoding="utf-8").splitlines()
-                if l.strip() and l.strip() != "=========="]
-    return " ".join(out)
-
-
-def strip_punctuation(text: str) -> str:
-    kept = "".join(" " if unicodedata.category(c).startswith("P") else c for c in text)
-    return " ".join(kept.split())
-
-
-def cut(text: str, n_bytes: int) -> str:
-    data = text.encode("utf-8")[:n_bytes].decode("utf-8", errors="ignore")
-    return data[: data.rfind(" ")] if " " in data else data
+from benchmarks.common import cut, markdown_table, prose, strip_punctuation
 
 
 def main() -> None:
@@ -76,10 +52,7 @@ def main() -> None:
     load_after = os.getloadavg()
     print(f"Segmenter(backend={args.backend!r}), default settings; best of {args.repeats}; "
           f"{os.cpu_count()} CPUs; load average before {load_before[0]:.2f} / after {load_after[0]:.2f} (1 min)\n")
-    print("| KB | text | bytes | units | segments | seconds | × punctuated |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print("| " + " | ".join(r) + " |")
+    print(markdown_table(["KB", "text", "bytes", "units", "segments", "seconds", "× punctuated"], rows))
 
 
 if __name__ == "__main__":

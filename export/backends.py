@@ -23,8 +23,12 @@ from headseg.analysis.capture import CaptureBackend, TorchBackend
 from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, first_line
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
+from headseg.analysis.registry import Registry
 
+from . import policy
 from .artifact import PRECISIONS
+from .policy import EngineChoice, choose_engine
+from .runtime import cuda_provider_works
 from .serve import onnx_backend
 
 logger = logging.getLogger("headseg")
@@ -41,7 +45,8 @@ class _Entry:
     help: str
 
 
-_REGISTRY: dict[str, _Entry] = {}
+#: the backends by name, in the order users see (``auto``, ``onnx``, ``torch``)
+BACKENDS: Registry[_Entry] = Registry("backend")
 
 
 def register_backend(name: str, help: str) -> Callable[[BackendFactory], BackendFactory]:
@@ -50,26 +55,17 @@ def register_backend(name: str, help: str) -> Callable[[BackendFactory], Backend
     Refuses a name that is already taken (a second factory would silently
     replace the first).
     """
-    if not isinstance(name, str) or not name:
-        raise HeadsegError("a backend name must be a non-empty string")
-    if name in _REGISTRY:
-        raise HeadsegError(f"backend '{name}' is already registered")
-
-    def decorate(factory: BackendFactory) -> BackendFactory:
-        _REGISTRY[name] = _Entry(factory, help)
-        return factory
-
-    return decorate
+    return BACKENDS.register(name, lambda factory: _Entry(factory, help))
 
 
 def backend_names() -> tuple[str, ...]:
     """The registered backend names, in registry order (``auto``, ``onnx``, ``torch``)."""
-    return tuple(_REGISTRY)
+    return BACKENDS.names()
 
 
 def backend_help() -> str:
     """One line for ``--backend``'s help: ``name: what it does`` for every backend, in registry order."""
-    return "; ".join(f"{name}: {entry.help}" for name, entry in _REGISTRY.items())
+    return BACKENDS.help()
 
 
 def make_backend(
@@ -101,20 +97,30 @@ def make_backend(
     """
     if hasattr(backend, "capture"):
         return backend
-    names = backend_names()
-    if backend not in names:
-        raise HeadsegError(f"unknown backend '{backend}' (use {', '.join(names)})")
+    factory = BACKENDS.get(backend).factory
     if device not in (None, "auto", "cpu", "cuda"):
         raise DeviceError(f"unknown device '{device}' (use cpu, cuda or auto)")
     if precision is not None and precision not in PRECISIONS:
         raise ArtifactError(f"unknown precision '{precision}' (use {', '.join(PRECISIONS)})")
-    return _REGISTRY[backend].factory(loaded, profile, device=device, artifact=artifact, precision=precision,
-                                      export=export, threads=threads, quiet=quiet)
+    return factory(loaded, profile, device=device, artifact=artifact, precision=precision, export=export,
+                   threads=threads, quiet=quiet)
 
 
 @register_backend("auto", "the ONNX engine (exported into the cache on first use), torch where it cannot serve")
 def _auto_backend(loaded, profile, *, device, artifact, precision, export, threads, quiet) -> CaptureBackend:
-    """ONNX where it can serve; otherwise torch, saying why (an explicit ``artifact`` never falls back)."""
+    """ONNX where it can serve; otherwise torch, saying why (an explicit ``artifact`` never falls back).
+
+    On a host where torch sees a GPU and onnxruntime cannot use it, the engine is
+    :func:`~.policy.choose_engine`'s, said in one line on the ``headseg`` logger.
+    """
+    choice = None if artifact is not None else _gpu_host_choice(device, precision)
+    if choice is not None:
+        if not quiet:
+            logger.warning(choice.reason)
+        if choice.backend == "torch":
+            return _torch_backend(loaded, profile, device=choice.device, artifact=None, precision=None,
+                                  export=export, threads=threads, quiet=quiet)
+        device = choice.device
     try:
         return onnx_backend(loaded, profile, device, artifact, precision, export, threads, quiet,
                             export_in_memory=False)
@@ -149,6 +155,18 @@ def _torch_backend(loaded, profile, *, device, artifact, precision, export, thre
         # asked of torch it would be silently ignored: torch runs the model in fp32
         raise HeadsegError(f"precision {precision} is served by the onnx backend; torch runs fp32")
     return TorchBackend(loaded, device=device or "auto")
+
+
+def _gpu_host_choice(device: str | None, precision: str | None) -> EngineChoice | None:
+    """:func:`~.policy.choose_engine` where it applies: ``auto``/``cuda`` asked, onnxruntime unable to use CUDA."""
+    if device not in (None, "auto", "cuda"):
+        return None
+    try:
+        if cuda_provider_works():
+            return None
+    except ImportError:
+        pass  # no onnxruntime: its own fallback to torch says so
+    return choose_engine(device, policy.torch_gpu_name(), policy.host_cores(), precision, policy.GPU_MEASUREMENT)
 
 
 def _needs_onnxruntime(exc: ImportError) -> ArtifactError:

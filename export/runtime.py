@@ -45,6 +45,11 @@ def cuda_provider_works() -> bool:
     ort = _ort()
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False
+    return cuda_driver_loads()
+
+
+def cuda_driver_loads() -> bool:
+    """Whether the NVIDIA driver's library (``libcuda.so.1``) loads here: a GPU may be usable at all."""
     try:
         import ctypes
 

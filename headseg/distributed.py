@@ -27,6 +27,7 @@ from headseg.analysis.segments import RECORD_FIELDS
 from headseg.segmenter.stream import DocumentError, jsonl_document
 
 from .config import SegmenterConfig
+from .formats import blank_record
 
 
 class SegmentActor:
@@ -63,17 +64,12 @@ class SegmentActor:
         results = self.segmenter.iter_segment([t for _, t in items], self.options, batch_docs=max(len(items), 1),
                                               errors="yield")
         for (doc_id, _), res in zip(items, results):
-            if isinstance(res, DocumentError):
-                failed = {"document": doc_id or "?", "index": -1, "start": -1, "end": -1, "score": 0.0,
-                          "text": "", "token_count": None, "headings": [], "id": -1, "parent": None, "depth": 0,
-                          "error": res.reason}
-                for k, v in failed.items():
+            # a failed document is a row of the record's types (its columns keep them), carrying the reason
+            rows = ([blank_record(doc_id or "?") | {"error": res.reason}] if isinstance(res, DocumentError)
+                    else [rec | {"error": None} for rec in res.to_records(doc_id)])
+            for row in rows:
+                for k, v in row.items():
                     cols[k].append(v)
-                continue
-            for rec in res.to_records(doc_id):
-                for k in RECORD_FIELDS:
-                    cols[k].append(rec[k])
-                cols["error"].append(None)
         from headseg.analysis.memory import release_memory
 
         release_memory()  # the actor owns its process, as the command line does

@@ -10,23 +10,26 @@ evaluation modules' import.
 
 from __future__ import annotations
 
+import os
+from typing import Any, Mapping
+
+from headseg.config import SegmenterConfig
 from headseg.segmenter.evaluation.methods import Method, MethodUnavailable, Prediction, register_method
 
 
-@register_method("headseg", options=("model", "profile", "backend", "precision"), first=True)
+@register_method("headseg", options=("config",), first=True)
 class HeadsegMethod(Method):
-    """headseg's own segmenter through its public API (:class:`headseg.Segmenter`), built once per run."""
+    """headseg's own segmenter through its public API (:class:`headseg.Segmenter`), built once per run
+    from one :class:`~headseg.config.SegmenterConfig`, as every command builds its segmenter."""
 
     takes_k = True
     description = "headseg Segmenter(model=None, profile=None, backend='auto'), level='topic'"
 
-    def __init__(self, model: str | None = None, profile: str | None = None, backend: str = "auto",
-                 precision: str | None = None):
+    def __init__(self, config: "SegmenterConfig | Mapping[str, Any] | None" = None, **settings: Any):
+        """``config`` (``headseg evaluate`` gives the one its flags make) with ``settings`` (its fields:
+        ``model=...``, ``backend=...``) applied; validated here, before any data or model is read."""
         super().__init__()
-        self.model = model
-        self.profile = profile
-        self.backend = backend
-        self.precision = precision
+        self.config = SegmenterConfig.of(config, **settings)
 
     def setup(self):
         """Build the Segmenter (model, profile and backend resolved once, quietly)."""
@@ -34,8 +37,7 @@ class HeadsegMethod(Method):
             from headseg.api import Segmenter
         except ImportError as exc:
             raise MethodUnavailable(f"headseg's segmenter API is not available ({exc})") from exc
-        self.seg = Segmenter(model=self.model, profile=self.profile, backend=self.backend, precision=self.precision,
-                             quiet=True)
+        self.seg = Segmenter(config=self.config, quiet=True)
 
     def predict(self, doc, k=None):
         """Topic boundaries of ``doc.text`` as character offsets; ``k`` is passed as ``segments``."""
@@ -44,8 +46,10 @@ class HeadsegMethod(Method):
 
     def params(self):
         """The settings as asked for (``signature`` records what they resolved to)."""
-        return {"model": self.model or "embedded", "profile": self.profile or "default", "backend": self.backend,
-                "precision": self.precision or "default"}
+        c = self.config
+        # the keys results were stored under before the config: a re-run finds them
+        return {"model": _name(c.model) or "embedded", "profile": _name(c.profile) or "default",
+                "backend": c.backend, "precision": c.precision or "default"}
 
     packages = ("torch", "transformers", "onnxruntime", "onnxruntime-gpu")
 
@@ -67,3 +71,7 @@ class HeadsegMethod(Method):
             settings={"topic": asdict(seg.params), "units": asdict(seg.unit_params), "unit_mode": seg.unit_mode,
                       "window_tokens": seg.window_tokens},
         )
+
+
+def _name(path: "str | os.PathLike | None") -> str | None:
+    return None if path is None else os.fspath(path)

@@ -14,7 +14,9 @@ quote or an HTML block); whether it is cut is the search's
 
 :func:`looks_like_markdown` is the ``structure="auto"`` rule: a fence, a GFM
 table or two ATX headings (``#`` ...); prose, transcripts and MediaWiki text
-have none of them.  :func:`resolve_structure` applies the option.
+have none of them.  :func:`resolve_structure` applies the option; ``mdx`` (``auto`` for a ``.mdx``
+file and for Markdown whose HTML blocks wrap a fence or a table) first reads the JSX and HTML tag
+lines as element edges (:mod:`headseg.segmenter.jsx`), so what they wrap is Markdown.
 
 Cost: one parse, O(N) in the characters (about 2 MB/s), and O(B log B) to
 order the blocks; :meth:`Structure.heading_path` is O(log H + depth).
@@ -23,17 +25,22 @@ order the blocks; :meth:`Structure.heading_path` is O(log H + depth).
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from headseg.analysis.errors import InputError
 
+from . import jsx
+
 #: the ``structure`` option's values: read Markdown when the text looks like it, always, or never
-STRUCTURES = ("auto", "markdown", "plain")
+#: (``mdx``: Markdown whose JSX and HTML tag lines wrap Markdown, as MDX and Docusaurus read it)
+STRUCTURES = ("auto", "markdown", "mdx", "plain")
 #: the kinds of :class:`Block`
-KINDS = ("heading", "paragraph", "code", "table", "list", "list_item", "blockquote", "html", "front_matter", "hr")
+KINDS = ("heading", "paragraph", "code", "table", "list", "list_item", "blockquote", "html", "front_matter", "hr",
+         "jsx")
 #: the kinds a search must not cut while they fit its budget (cut between their ``pieces`` otherwise)
-ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter"})
+ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter", "jsx"})
 
 
 @dataclass(frozen=True)
@@ -59,12 +66,20 @@ class Structure:
 
     text: str
     blocks: tuple[Block, ...]
-    #: the headings' starts and blocks, for :meth:`heading_path` (built once)
+    #: the headings' starts, blocks and parents (the index of the heading each is under, -1 for none),
+    #: for :meth:`heading_path` (built once, O(H))
     _heads: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         heads = tuple(b for b in self.blocks if b.kind == "heading")
-        object.__setattr__(self, "_heads", ([h.start for h in heads], heads))
+        parents: list[int] = []
+        open_: list[int] = []  # the path after the heading before: indices, levels strictly rising
+        for j, h in enumerate(heads):
+            while open_ and heads[open_[-1]].level >= h.level:
+                open_.pop()
+            parents.append(open_[-1] if open_ else -1)
+            open_.append(j)
+        object.__setattr__(self, "_heads", ([h.start for h in heads], heads, parents))
 
     @property
     def headings(self) -> tuple[Block, ...]:
@@ -91,12 +106,12 @@ class Structure:
         pos = offset
         while pos < len(self.text) and self.text[pos].isspace():
             pos += 1
-        i = bisect.bisect_right(heads[0], pos)
+        i = bisect.bisect_right(heads[0], pos) - 1  # the last heading at or before pos
         path: list[Block] = []
-        for h in heads[1][:i]:
-            while path and path[-1].level >= h.level:
-                path.pop()
-            path.append(h)
+        while i >= 0:  # up the parents: at most six steps, levels falling
+            path.append(heads[1][i])
+            i = heads[2][i]
+        path.reverse()
         return [h.title for h in path]
 
 
@@ -140,8 +155,14 @@ def _front_matter(lines: list[str]) -> int:
     return 0
 
 
-def read_markdown(text: str) -> Structure:
-    """The :class:`Structure` of ``text`` read as Markdown (CommonMark with GFM tables, front matter)."""
+def read_markdown(text: str, mdx: bool | None = False) -> Structure:
+    """The :class:`Structure` of ``text`` read as Markdown (CommonMark with GFM tables, front matter).
+
+    ``mdx=True`` reads it as MDX does (:mod:`headseg.segmenter.jsx`): a line of JSX or HTML tags
+    only is an element's edge, not an HTML block, so a fence or a table it wraps is one, and the
+    element (kind ``jsx``), an admonition (``:::note`` ... ``:::``) and a leading ``import`` or
+    ``export`` are blocks; ``None`` does so when an HTML block wraps a fence or a table.
+    """
     if not isinstance(text, str):
         raise InputError(f"expected text as str, got {type(text).__name__}")
     starts = line_starts(text)
@@ -149,8 +170,13 @@ def read_markdown(text: str) -> Structure:
     n_lines = len(lines)
     front = _front_matter(lines)
     # the front matter's lines stay, emptied, so the parser's line numbers are the text's
-    source = "\n" * front + "\n".join(line.rstrip("\r\n") for line in lines[front:])
-    tokens = _parser().parse(source)
+    bare = [""] * front + [line.rstrip("\r\n") for line in lines[front:]]
+    plan = jsx.plan(bare) if mdx is not False else None
+    if plan is not None and (mdx or plan.wraps):
+        bare = ["" if li in plan.blank else line[plan.dedent.get(li, 0):] for li, line in enumerate(bare)]
+    else:
+        plan = None
+    tokens = _parser().parse("\n".join(bare))
 
     def at(line: int) -> int:
         return starts[min(line, n_lines)]
@@ -198,7 +224,8 @@ def read_markdown(text: str) -> Structure:
             title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
             blocks.append(Block("heading", a, b, level=int(t.tag[1:]), title=title))
         elif t.type == "paragraph_open":
-            blocks.append(Block("paragraph", a, b))
+            esm = plan is not None and t.level == 0 and jsx.is_esm(lines[l0])
+            blocks.append(Block("jsx" if esm else "paragraph", a, b))
         elif t.type == "fence":
             # the opening fence stays with the first line of code, the closing one with the last
             closed = l1 - l0 >= 2 and lines[l1 - 1].strip().startswith(t.markup)
@@ -209,6 +236,9 @@ def read_markdown(text: str) -> Structure:
             blocks.append(Block("html", a, b, pieces=inner(l0, l1)))
         elif t.type == "hr":
             blocks.append(Block("hr", a, b))
+    if plan is not None:
+        blocks += [Block("jsx", at(l0), at(l1), level=d) for l0, l1, d in plan.elements]
+        blocks += [Block("html", at(l0), at(l1), pieces=inner(l0, l1)) for l0, l1 in plan.loose]
     blocks.sort(key=lambda blk: (blk.start, -blk.end))
     return Structure(text, tuple(blocks))
 
@@ -222,18 +252,25 @@ def _finished(block: Block, children: list[int], kind: str) -> Block:
 
 
 def looks_like_markdown(text: str) -> bool:
-    """Whether ``text`` reads as Markdown: a code fence, a GFM table, or at least two ATX headings."""
+    """Whether ``text`` reads as Markdown: a code fence, a GFM table, at least two ATX headings, or
+    an HTML block that wraps a fence (``<details>`` or ``<Tabs>`` written directly around one)."""
     if "```" not in text and "~~~" not in text and "|" not in text and "#" not in text:
         return False  # prose without a fence, a table or a heading marker: no parse needed
     atx = 0
     for t in _parser().parse(text):
         if t.type == "fence" or t.type == "table_open":
             return True
+        if t.type == "html_block" and _WRAPPED_FENCE.search(t.content):
+            return True
         if t.type == "heading_open" and t.markup.startswith("#"):
             atx += 1
             if atx >= 2:
                 return True
     return False
+
+
+#: a fence's opening line inside an HTML block's text
+_WRAPPED_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 
 
 def check_structure(value: object) -> str:
@@ -248,23 +285,31 @@ class MarkdownText(str):
     :func:`as_read`): ``structure="auto"`` reads it as Markdown whatever it looks like."""
 
 
+class MdxText(MarkdownText):
+    """A :class:`MarkdownText` from a ``.mdx`` file: ``structure="auto"`` reads it as MDX."""
+
+
 #: the file suffixes whose text is Markdown
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 
 
 def as_read(path: str, text: str) -> str:
-    """``text`` read from ``path``: a :class:`MarkdownText` for a Markdown file's, else as it is."""
+    """``text`` read from ``path``: a :class:`MarkdownText` for a Markdown file's (an :class:`MdxText`
+    for a ``.mdx`` file's), else as it is."""
     if isinstance(text, str) and str(path).lower().endswith(MARKDOWN_SUFFIXES):
-        return MarkdownText(text)
+        return MdxText(text) if str(path).lower().endswith(".mdx") else MarkdownText(text)
     return text
 
 
 def resolve_structure(text: str, structure: str = "auto") -> Structure | None:
     """The structure the ``structure`` option gives ``text``: read as Markdown (``markdown``, or
-    ``auto`` for a :class:`MarkdownText` or when :func:`looks_like_markdown`), else None (plain text)."""
+    ``auto`` for a :class:`MarkdownText` or when :func:`looks_like_markdown`), as MDX (``mdx``, or
+    ``auto`` for an :class:`MdxText` or Markdown whose HTML blocks wrap a fence or a table), else
+    None (plain text)."""
     check_structure(structure)
     if structure == "plain" or not text.strip():
         return None
     if structure == "auto" and not isinstance(text, MarkdownText) and not looks_like_markdown(text):
         return None
-    return read_markdown(str(text))
+    mdx = {"markdown": False, "mdx": True}.get(structure, True if isinstance(text, MdxText) else None)
+    return read_markdown(str(text), mdx=mdx)

@@ -340,3 +340,39 @@ def test_every_module_says_its_job_in_its_first_line():
 if __name__ == "__main__" and sys.argv[1:] == ["--write-doc"]:
     text = LAYOUT_DOC.read_text(encoding="utf-8")
     LAYOUT_DOC.write_text(text[:text.index("## Modules\n")] + module_section(), encoding="utf-8")
+
+
+#: the benchmark scripts: a package run from the repository root (``python -m benchmarks.NAME``)
+BENCHMARKS = REPO / "benchmarks"
+
+
+def sys_path_edits(source: str) -> list[int]:
+    """Lines of ``source`` that change the import path: a call on ``sys.path`` (``insert``, ``append``,
+    ...), an assignment to it or to a slice of it, or ``site.addsitedir``."""
+    def is_sys_path(node: ast.AST) -> bool:
+        return ast.unparse(node.value if isinstance(node, ast.Subscript) else node) == "sys.path"
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if is_sys_path(node.func.value) or ast.unparse(node.func) == "site.addsitedir":
+                out.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            if any(is_sys_path(t) for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+                out.append(node.lineno)
+    return sorted(out)
+
+
+def test_sys_path_edit_finder():
+    assert sys_path_edits("import sys\nsys.path.insert(0, 'x')\nsys.path.append('y')\nsys.path[:0] = ['z']\n"
+                          "sys.path = []\nsys.path += ['w']\nimport site\nsite.addsitedir('v')\n") == [2, 3, 4, 5, 6, 8]
+    assert sys_path_edits("import sys, os\nprint(sys.path)\nx = list(sys.path)\nos.path.join('a')\n"
+                          "env = {'PYTHONPATH': 'x'}\n") == []
+
+
+def test_no_benchmark_edits_sys_path():
+    # the scripts import each other and benchmarks/common.py as a package: a script that puts a folder on
+    # sys.path imports a second copy of a module under another name, and works only from where it was written
+    found = [f"{f.relative_to(REPO).as_posix()}:{n}" for f in sorted(BENCHMARKS.glob("*.py"))
+             for n in sys_path_edits(f.read_text(encoding="utf-8"))]
+    assert not found, f"benchmark scripts that edit sys.path (import from the benchmarks package instead): {found}"

@@ -24,7 +24,8 @@ from textual.widgets import Footer, Header, Static
 
 from headseg.analysis.errors import HeadsegError
 
-from .data import KIND_LABELS, KINDS, DocumentModel, MarkedSpans, sentence_segmentation, spans_to_token_ids
+from .data import KIND_LABELS, KINDS, DocumentModel, spans_to_token_ids
+from .marks import MarkedSpans, sentence_segmentation
 from .heatmap import POOLINGS, resolve_color_system
 from .loading import PreparedDocument, mark_document, prepare_document
 from .options import AppOptions

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError, InputError, first_line
+from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.reading import decode_text, file_size, read_head, read_text
 from headseg.analysis.norms import norm_weighted_attention, strip_marker
 from headseg.analysis.similarity import context_similarity
-from headseg.analysis.text import WINDOW_TOKENS, Window, make_windows, split_sentences, tokenize
+from headseg.analysis.text import WINDOW_TOKENS, Window, make_windows, tokenize
 
 #: Matrix kinds the matrix pane cycles through with ``a``.
 KINDS = ("similarity", "attention", "norm", "sentences")
@@ -291,81 +291,3 @@ def read_document(path: str | os.PathLike, head_bytes: int = DEFAULT_HEAD_BYTES,
     if not text.strip():
         raise InputError(f"{path}: empty input (nothing but whitespace at the start of a {size:,}-byte file)")
     return text, f"{size:,}-byte file: showing its first {len(data):,} bytes"
-
-
-@dataclass
-class MarkedSpans:
-    """What the document pane marks: ``units`` and ``topics`` as ``[(start, end)]`` char spans.
-
-    Plain spans, not a :class:`headseg.analysis.segments.Segmentation`: the
-    sentence fallback has no segmenter result, and an injected segmenter may
-    return these directly.  ``topic_scores``: one per topic (the segmenter's
-    boundary scores); ``source``: ``"sentences"`` or ``"segmenter"``, named in
-    the pane's header.  ``tree``: the segment tree's nodes in pre-order as
-    ``(depth, start, end, path)`` (path ``"2.1"``: child numbers from the document
-    down), empty when the topics are one level; the topics are then its leaves.
-    ``topic_headings``: the heading path of each topic (``["Install", "GPU"]``).
-    """
-
-    units: list[tuple[int, int]]
-    topics: list[tuple[int, int]]
-    topic_scores: list[float] = field(default_factory=list)
-    source: str = "sentences"
-    tree: list[tuple[int, int, int, str]] = field(default_factory=list)
-    #: each topic's heading path (Markdown: the headings above its start), empty lists in plain text
-    topic_headings: list[list[str]] = field(default_factory=list)
-
-
-def sentence_segmentation(text: str) -> MarkedSpans:
-    """The fallback: sentences from :func:`headseg.analysis.text.split_sentences`, no topics."""
-    return MarkedSpans(units=split_sentences(text), topics=[], source="sentences")
-
-
-class AutoSegmenter:
-    """Units and topics from ``headseg.Segmenter`` when it exists and works.
-
-    Returns ``(MarkedSpans, warning)``; on any failure the warning explains it
-    and the segmentation falls back to sentences, because the TUI must keep
-    working without the segmenter.
-    """
-
-    def __init__(self, model=None, profile=None):
-        self.model = model
-        self.profile = profile
-
-    def __call__(self, text: str) -> tuple[MarkedSpans, str]:
-        try:
-            from headseg.api import Segmenter
-        except Exception as exc:  # noqa: BLE001 - any import failure means "no segmenter"
-            return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
-        try:
-            seg = self._make(Segmenter)
-            units = seg.segment(text, level="unit")
-            # the tree's leaves are flat headseg's topics exactly; the levels above them are marked too
-            topics = seg.segment(text, level="tree")
-            nodes = list(getattr(topics, "nodes", None) or [])
-            deep = any(n.depth > 1 for n in nodes)
-            return (
-                MarkedSpans(
-                    units=[(s.start, s.end) for s in units],
-                    topics=[(s.start, s.end) for s in topics],
-                    topic_scores=[float(s.score) for s in topics],
-                    source="segmenter",
-                    tree=[(n.depth, n.start, n.end, p) for n, p in zip(nodes, topics.node_paths())] if deep else [],
-                    topic_headings=[list(s.headings) for s in topics],
-                ),
-                "",
-            )
-        except Exception as exc:  # noqa: BLE001 - the segmenter is optional; never crash the app
-            return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
-
-    def _make(self, cls):
-        kwargs = {}
-        if self.model is not None:
-            kwargs["model"] = self.model
-        if self.profile is not None:
-            kwargs["profile"] = self.profile
-        try:
-            return cls(**kwargs)
-        except TypeError:
-            return cls()

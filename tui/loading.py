@@ -14,7 +14,8 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
-from .data import AutoSegmenter, DocumentModel, MarkedSpans, ModelSource, read_document, sentence_segmentation
+from .data import DocumentModel, ModelSource, read_document
+from .marks import AutoSegmenter, MarkedSpans, sentence_segmentation
 from .options import AppOptions
 from .stats import document_statistics, load_report_stats
 
@@ -125,8 +126,7 @@ def mark_document(options: AppOptions, loaded: Any, text: str) -> tuple[MarkedSp
     """
     seg, warning = sentence_segmentation(text), ""
     if options.segmenter == "auto":
-        model = loaded if loaded is not None else options.model
-        seg, warning = AutoSegmenter(model=model, profile=options.profile)(text)
+        seg, warning = AutoSegmenter(options.segmenter_config(), loaded=loaded)(text)
     elif callable(options.segmenter):
         try:
             res = options.segmenter(text)

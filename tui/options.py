@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from headseg.analysis.text import WINDOW_TOKENS
+from headseg.config import SegmenterConfig
 
 from .data import DEFAULT_HEAD_BYTES, DEFAULT_MAX_WINDOWS, DocumentModel
 
@@ -26,8 +27,9 @@ class AppOptions:
     ``loaded`` (a :class:`~headseg.analysis.model.LoadedModel`) skips loading
     ``model`` (a path or hub id; None = the embedded model).
 
-    ``segmenter`` is ``"auto"`` (``headseg.api`` if present), ``None``
-    (sentences only) or a callable ``text -> MarkedSpans | (MarkedSpans, warning)``.
+    ``segmenter`` is ``"auto"`` (``headseg.api`` if present, built from
+    :meth:`segmenter_config`), ``None`` (sentences only) or a callable
+    ``text -> MarkedSpans | (MarkedSpans, warning)``.
     ``profile=None`` uses the shipped profile when it matches the model;
     ``report`` is a study's ``report.json`` whose per-head statistics colour the grid.
 
@@ -52,6 +54,14 @@ class AppOptions:
     color_system: str = "auto"
     export_dir: str | os.PathLike = "."
     stats_windows: int = 4
+
+    def __post_init__(self) -> None:
+        if self.segmenter == "auto":
+            self.segmenter_config()  # a bad setting is a HeadsegError now, before the app starts
+
+    def segmenter_config(self) -> SegmenterConfig:
+        """The configuration of the ``"auto"`` segmenter: the model and profile the app inspects, quiet."""
+        return SegmenterConfig(model=self.model, profile=self.profile, quiet=True)
 
     @property
     def input_name(self) -> str:

@@ -123,7 +123,7 @@ def window_header(doc, index: int, seg, width: int = 40) -> Text:
     """The document pane's lines above the excerpt: window ``index`` of ``doc``, its span and what is marked.
 
     ``doc`` is a :class:`~headseg.tui.data.DocumentModel`, ``seg`` the
-    :class:`~headseg.tui.data.MarkedSpans` shown; a document cut short or
+    :class:`~headseg.tui.marks.MarkedSpans` shown; a document cut short or
     carrying a note says so.  ``width``: the pane's, in cells (a segment tree's bands fit in it).
     """
     w = doc.window(index)

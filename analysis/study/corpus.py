@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..reading import DEFAULT_MAX_BYTES, read_text
+from ..reading import AUTO_ENCODING, DEFAULT_MAX_BYTES, read_text
 from ..text import TokenizedText, Window, make_window, tokenize, window_width
 
 #: suffixes read when a folder is given (a file named explicitly is always read).
@@ -95,7 +95,7 @@ def corpus_files(paths: list[str]) -> list[Path]:
 
 def read_corpus(
     paths: list[str],
-    encoding: str = "utf-8",
+    encoding: str = AUTO_ENCODING,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[CorpusDocument]:
     """Read every document of the corpus; raise :class:`InputError` if none has text."""

@@ -30,7 +30,7 @@ import numpy as np
 from ..capture import TorchBackend
 from ..text import WINDOW_TOKENS, window_width
 from ..errors import HeadsegError, InputError, ProfileError
-from ..reading import DEFAULT_MAX_BYTES, read_json_object
+from ..reading import AUTO_ENCODING, DEFAULT_MAX_BYTES, read_json_object
 from ..writing import atomic_save_npz, atomic_write_json
 from ..progress import progress_bar
 from .corpus import CorpusDocument, build_window, corpus_fingerprint, plan_samples, read_corpus, tokenize_corpus
@@ -63,7 +63,7 @@ class StudyConfig:
     checkpoint_every: int = 20
     resume: bool = False
     force: bool = False
-    encoding: str = "utf-8"
+    encoding: str = AUTO_ENCODING
     max_bytes: int = DEFAULT_MAX_BYTES
     device: str = "cpu"
     figures: bool = True

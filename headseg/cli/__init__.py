@@ -46,9 +46,19 @@ def _version() -> str:
     return __version__
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose errors are one line (``headseg: error: ...``, exit 2) like every other
+    refusal, naming ``--help`` instead of printing the whole usage.  Subcommands' parsers are of this class
+    too (``add_subparsers`` makes its parsers of the parent's class)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"headseg: error: {message} (see `{self.prog} --help`)\n")
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``headseg`` parser, with one subcommand per module of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="headseg",
         description="Text segmentation from the attention heads of a BERT-family encoder.",
     )

@@ -19,6 +19,7 @@ from headseg.analysis.outputs import check_output_path, output_lock
 from headseg.analysis.reading import read_start
 
 from headseg import evaluation as _headseg_method  # noqa: F401  # registers headseg among the methods
+from headseg.config import SegmenterConfig
 from headseg.segmenter.evaluation.harness import RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables, load_datasets
 from headseg.segmenter.evaluation.loaders import FORMATS
 from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods
@@ -27,8 +28,10 @@ from . import options
 
 
 def build_methods(names: list[str], args: argparse.Namespace) -> list:
-    """The methods ``names``, each built with the options it registered, read from ``args`` (e.g. ``--model``)."""
-    return [make_method(name, **{opt: getattr(args, opt) for opt in METHODS[name].options}) for name in names]
+    """The methods ``names``, each built with the options it registered, read from ``args`` (e.g. ``--seed``);
+    ``config`` is the :class:`SegmenterConfig` of the segmenter flags (``--model``, ``--backend``...)."""
+    values = dict(vars(args), config=SegmenterConfig.from_args(args))
+    return [make_method(name, **{opt: values[opt] for opt in METHODS[name].options}) for name in names]
 
 
 def is_results_file(path) -> bool:
@@ -53,8 +56,10 @@ def check_args(args: argparse.Namespace) -> list[str]:
         options.require(*options.TORCH_MODULES)
     # a method's setup failure is one record per document (and exit 0): a typo in --model or --profile is not
     takes = {opt for name in names for opt in METHODS[name].options}
-    options.check_model_and_profile(args.model if "model" in takes else None,
-                                    args.profile if "profile" in takes else None)
+    if "config" in takes:
+        SegmenterConfig.from_args(args)  # a bad segmenter setting is one line now, before the data
+    options.check_model_and_profile(args.model if takes & {"model", "config"} else None,
+                                    args.profile if "config" in takes else None)
     return names
 
 

@@ -15,6 +15,7 @@ The readers take the parsed command line (``args``) and read from it
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,26 @@ PARQUET_SUFFIXES = (".parquet",)
 
 @dataclass(frozen=True)
 class Source:
-    """One input to read: its path (``"-"`` for stdin, or a remote URI) and how to read it."""
+    """One input to read: its path (``"-"`` for stdin, or a remote URI) and how to read it.
+
+    ``stream``: the input can be read only once (stdin, a pipe, a FIFO, process substitution's ``/dev/fd/N``,
+    a character device): nothing sniffs or re-reads it; its one reading is the documents' own.
+    """
 
     path: str  # "-" for stdin
     kind: str  # "text", "jsonl" or "parquet"
+    stream: bool = False
+
+
+def is_stream(path: str) -> bool:
+    """Whether the input at ``path`` is not a regular file (stdin, a pipe, a FIFO, a device): opening it a
+    second time finds nothing (a pipe's bytes are gone) or blocks (a FIFO waits for a new writer)."""
+    if path == "-":
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _kind_of(path: str, input_format: str) -> str:
@@ -59,7 +76,7 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
     sources, missing = [], []
     for p in paths:
         if p == "-":
-            sources.append(Source("-", "text" if input_format == "auto" else input_format))
+            sources.append(Source("-", "text" if input_format == "auto" else input_format, stream=True))
             continue
         if "://" in p:
             # a remote URI (s3://, gs://, ...): the ray engine's reader opens it
@@ -81,7 +98,7 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
                     sources.append(Source(f, _kind_of(f, input_format)))
         elif path.exists():
             if _readable(p, missing):
-                sources.append(Source(p, _kind_of(p, input_format)))
+                sources.append(Source(p, _kind_of(p, input_format), stream=is_stream(p)))
         else:
             missing.append((p, "no such file"))
     return sources, missing
@@ -89,10 +106,11 @@ def expand_inputs(paths: list[str], input_format: str) -> tuple[list[Source], li
 
 def check_text_sources(sources: list[Source], encoding: str, max_bytes: int) -> list[tuple[str, str]]:
     """``(path, reason)`` for each local text file that its size and first bytes show cannot be read
-    (:func:`~headseg.analysis.reading.check_text_file`), found before any model loads."""
+    (:func:`~headseg.analysis.reading.check_text_file`), found before any model loads.  A stream (stdin, a
+    pipe, a FIFO) is not sniffed: it can be read once, and that reading is its document's."""
     bad = []
     for src in sources:
-        if src.kind != "text" or src.path == "-" or "://" in src.path:
+        if src.kind != "text" or src.stream or "://" in src.path:
             continue
         try:
             check_text_file(src.path, encoding=encoding, max_bytes=max_bytes)

@@ -15,7 +15,7 @@ import math
 import sys
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.reading import DEFAULT_MAX_BYTES
+from headseg.analysis.reading import AUTO_ENCODING, DEFAULT_MAX_BYTES
 from headseg.config import add_config_flags
 
 #: the modules of the per-head (torch) path: ``study``, ``inspect``, ``tui``, ``--backend torch``
@@ -86,7 +86,9 @@ def add_engine(p: argparse.ArgumentParser, what: str = "") -> None:
 
 def add_input(p: argparse.ArgumentParser) -> None:
     """``--encoding`` and ``--max-bytes``: how text inputs are read."""
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the inputs (default utf-8)")
+    p.add_argument("--encoding", default=AUTO_ENCODING,
+                   help="text encoding of the inputs (default auto: UTF-8, or UTF-16/UTF-32 where the input begins "
+                        "with their byte order mark; a mark that contradicts an encoding given here is refused)")
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="refuse larger inputs")
 
 
@@ -104,7 +106,7 @@ def add_force(p: argparse.ArgumentParser, what: str = "--out") -> None:
 def check_input(args: argparse.Namespace) -> None:
     """``--encoding`` must name a text codec and ``--max-bytes`` be positive (:class:`InputError` otherwise)."""
     try:
-        if not codecs.lookup(args.encoding)._is_text_encoding:
+        if args.encoding != AUTO_ENCODING and not codecs.lookup(args.encoding)._is_text_encoding:
             raise LookupError
     except LookupError:
         raise InputError(f"--encoding: unknown text encoding '{args.encoding}'") from None

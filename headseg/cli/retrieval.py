@@ -26,6 +26,7 @@ import argparse
 import json
 
 from headseg.analysis.errors import InputError
+from headseg.config import SegmenterConfig
 from headseg.segmenter.options import SegmentOptions, add_option_flags
 
 from . import options
@@ -44,7 +45,10 @@ def check_args(args: argparse.Namespace) -> SegmentOptions:
     if "recursive" in names:
         options.require("langchain_text_splitters")
     options.require(*options.TORCH_MODULES)  # the embedder runs on torch
-    options.check_model_and_profile(None, args.profile if "headseg" in names else None)
+    segmenting = bool(set(names) & {"headseg", "tree"})
+    if segmenting:
+        SegmenterConfig.from_args(args)  # a bad segmenter setting is one line now, before any model
+    options.check_model_and_profile(None, args.profile if segmenting else None)
     return opts
 
 
@@ -83,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if name in ("headseg", "tree") and seg is None:
             from headseg.api import Segmenter
 
-            seg = Segmenter(model=args.model, profile=args.profile, backend=args.backend,
-                            precision=args.precision, quiet=args.quiet)
+            seg = Segmenter(config=SegmenterConfig.from_args(args, quiet=args.quiet))
         parents = None
         if name == "tree":
             chunks, parents = chunk_all_with_parents(rs, headseg_tree_chunker(seg, opts))

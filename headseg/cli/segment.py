@@ -53,7 +53,7 @@ from headseg.segmenter.stream import DEFAULT_BATCH_DOCS, DocumentError
 
 from . import options
 from .inputs import Source, check_text_sources, expand_inputs, iter_documents
-from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output
+from .formats import SinkTarget, check_output, format_help, format_names, get_format, is_segment_output, sink_for
 from .journal import JournalSink, check_journal, check_journal_end, document_digest, journal_path, read_journal
 from .sinks import Sink, report_failed
 
@@ -64,6 +64,7 @@ READING_KEYS = ("input_format", "text_field", "id_field", "encoding")
 
 def run(args) -> int:
     """``headseg segment``: returns the exit code (1 if any document failed)."""
+    args.files = named_or_stdin(args.files)
     opts = check_args(args)
     if args.backend == "torch":
         options.require(*options.TORCH_MODULES)
@@ -107,7 +108,7 @@ def writes_file(args) -> bool:
 
 def journaled(args) -> bool:
     """Whether the output is JSONL appended to ``--out`` with a journal (``--resume`` works on it)."""
-    return writes_file(args) and get_format(args.format).journaled
+    return writes_file(args) and get_format(args.format).appendable
 
 
 def check_args(args) -> SegmentOptions:
@@ -125,7 +126,7 @@ def check_args(args) -> SegmentOptions:
         raise InputError("standard output is closed: the segments have nowhere to go (give --out FILE)")
     fmt = get_format(args.format)
     if args.resume and not journaled(args):
-        journals = " or ".join(n for n in format_names() if get_format(n).journaled)
+        journals = " or ".join(n for n in format_names() if get_format(n).appendable)
         raise InputError(f"--resume needs --format {journals} and --out FILE")
     if fmt.needs_file and not writes_file(args):
         raise InputError(f"--format {fmt.name} needs --out FILE")
@@ -140,6 +141,17 @@ def check_args(args) -> SegmentOptions:
     elif args.address or args.workers or args.gpus_per_worker:
         raise InputError("--address, --workers and --gpus-per-worker go with --engine ray")
     return opts
+
+
+def named_or_stdin(files: list[str]) -> list[str]:
+    """The inputs named, or ``-`` when none is and text is piped in (``cat f | headseg segment``); none named
+    with stdin a terminal (or closed) is refused in one line, not answered with the usage."""
+    if files:
+        return files
+    if sys.stdin is not None and not sys.stdin.closed and not sys.stdin.isatty():
+        return ["-"]
+    raise InputError("no input: name files or folders, '-' for standard input, or pipe text in "
+                     "(cat FILE | headseg segment)")
 
 
 def find_inputs(args) -> list[Source]:
@@ -192,8 +204,8 @@ def check_resume(args, settings: dict, sources: list[Source]) -> bool:
     if os.path.exists(journal):
         done, end, _ = read_journal(journal, settings)
         check_journal_end(args.out, end)  # before the model loads
-        # stdin can be read once: its documents are checked as they are read
-        if done and all(s.path != "-" for s in sources):
+        # stdin, a pipe or a FIFO can be read once: its documents are checked as they are read
+        if done and not any(s.stream for s in sources):
             last = max(done)
             for n, doc_id, text in iter_documents(sources, args):
                 if n > last:
@@ -220,8 +232,8 @@ def load_segmenter(args):
 
 def open_sink(args, settings: dict, single: bool) -> Sink:
     """The sink of ``--format`` for ``--out`` (``single``: one text document), from the format registry."""
-    return get_format(args.format).open(SinkTarget(args.out if writes_file(args) else None, single=single,
-                                                   settings=settings, resume=args.resume))
+    return sink_for(args.format, SinkTarget(args.out if writes_file(args) else None, single=single,
+                                            settings=settings, resume=args.resume))
 
 
 def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], bool]:
@@ -303,9 +315,9 @@ def register(sub) -> None:
                                    "into topic segments (default) or units, streaming: each batch's records are "
                                    "written as soon as they are ready.  Segments tile the input exactly: joining "
                                    "their texts gives the input back.")
-    p.add_argument("files", nargs="+", metavar="INPUT",
+    p.add_argument("files", nargs="*", metavar="INPUT",
                    help="text files, folders (*.txt, *.text, *.md, *.ref, *.jsonl, *.parquet inside), JSONL or "
-                        "Parquet corpora, or '-' for stdin")
+                        "Parquet corpora, or '-' for stdin (the default when stdin is not a terminal)")
     p.add_argument("--format", choices=format_names(), default=format_names()[0], help=format_help())
     p.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
                    help="how to read inputs: by suffix (auto: .jsonl, .parquet, else text), or all as one format")

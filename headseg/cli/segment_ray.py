@@ -24,7 +24,7 @@ from headseg.config import SegmenterConfig
 from headseg.segmenter.options import SegmentOptions
 
 from .inputs import Source, jsonl_lines, parquet_documents
-from .formats import SinkTarget, get_format
+from .formats import SinkTarget, sink_for
 from .sinks import Sink, report_failed
 
 #: a reading task hands on the lines of a JSONL file (the documents of a Parquet file) in pieces of at most
@@ -45,7 +45,7 @@ def segment_corpus_ray(args, options: SegmentOptions, sources: list[Source], fai
 def _run(args, options: SegmentOptions, sources: list[Source], failed: int) -> int:
     ds = _segmented(_read_corpus(sources, args), args, options, jsonl=sources[0].kind == "jsonl")
     # no settings: the Ray engine rewrites --out (no journal, no --resume)
-    sink: Sink = get_format(args.format).open(SinkTarget(args.out))
+    sink: Sink = sink_for(args.format, SinkTarget(args.out))
     ok = False
     try:
         failed += _write_rows(ds, sink)
@@ -67,8 +67,10 @@ def check_corpus(sources: list[Source]) -> None:
     kinds = {s.kind for s in sources}
     if not sources:
         raise InputError("no input corpus")
-    if any(s.path == "-" for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
-        raise InputError("--engine ray reads JSONL or Parquet corpora (all inputs of one kind), not text files or stdin")
+    if any(s.stream for s in sources) or not kinds <= {"jsonl", "parquet"} or len(kinds) != 1:
+        # a stream (stdin, a pipe, a FIFO) can be read once, by one process; Ray's readers open files by path
+        raise InputError("--engine ray reads JSONL or Parquet corpus files (all inputs of one kind), not text files, "
+                         "stdin or pipes")
 
 
 @contextlib.contextmanager

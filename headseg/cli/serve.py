@@ -11,6 +11,7 @@ exits.  ``--engine ray`` runs ``--replicas`` engines as a Ray Serve deployment.
 
 from __future__ import annotations
 
+import argparse
 import errno
 import logging
 import os
@@ -38,6 +39,8 @@ def register(sub) -> None:
     # service's own limits (ServeConfig): declared once, with their defaults
     add_config_flags(p, command="serve")
     add_flags(p, ServeConfig)
+    # --doc-threads' old name, kept for one release: ``headseg segment``'s --workers are Ray actors
+    p.add_argument("--workers", dest="old_doc_threads", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--api-key", default=None,
                    help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
@@ -82,8 +85,15 @@ def config_of(args):
     from headseg.serve.config import SERVE_BATCH_SIZE
 
     segmenter = SegmenterConfig.from_args(args, batch_size=SERVE_BATCH_SIZE)
+    values = values_from_args(ServeConfig, args)
+    if getattr(args, "old_doc_threads", None) is not None:
+        if values.get("doc_threads") is not None:
+            raise InputError("give --doc-threads alone (--workers is its old name)")
+        logging.getLogger("headseg").warning("note: --workers is now --doc-threads (the old name goes in the "
+                                             "next release)")
+        values["doc_threads"] = args.old_doc_threads
     try:
-        return ServeConfig(segmenter=segmenter, api_key=key, **values_from_args(ServeConfig, args))
+        return ServeConfig(segmenter=segmenter, api_key=key, **values)
     except HeadsegError as exc:
         raise InputError(f"--{exc}") from None
 
@@ -136,6 +146,7 @@ def run(args) -> int:
 
     from headseg.serve.app import create_app
     from headseg.serve.engine import Engine
+    from headseg.serve.refusals import http_protocol
 
     _Server = _server_class()
     try:
@@ -144,9 +155,10 @@ def run(args) -> int:
         sock.close()
         raise
     app = create_app(engine=engine)
-    # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown
+    # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown; a
+    # request it cannot parse is answered {"error": ...} like every other refusal (http_protocol)
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
-                                           timeout_graceful_shutdown=None, server_header=False))
+                                    timeout_graceful_shutdown=None, server_header=False, http=http_protocol()))
     # uvicorn says where it serves only when it binds itself; the port matters most with --port 0
     logging.getLogger("headseg").info("serving on http://%s (Press CTRL+C to quit)", _address(sock))
     try:

@@ -4,30 +4,34 @@ The local engine hands a sink each batch of documents with their
 segmentations (:meth:`Sink.write_batch`); the Ray engine, whose actors send
 back flat record rows, hands it those rows (:meth:`Sink.write_records`).  Both
 end with :meth:`Sink.close`, which keeps the output only if the run went well.
+What the bytes are is the output format's (:mod:`headseg.formats`); a sink
+decides only where they go and when they are durable:
 
-* :class:`StreamSink`: text, JSON or JSONL to stdout, appended to ``--out``, or
-  to a temporary file renamed over ``--out`` at the end;
-* :class:`ParquetSink`: Parquet, one row group per batch, renamed at the end;
+* :class:`StreamSink`: a text format (text, JSON, JSONL) to stdout, appended to
+  ``--out``, or to a temporary file renamed over ``--out`` at the end;
+* :class:`ParquetSink`: a file format (Parquet, one row group per batch) in a
+  temporary file renamed at the end;
 * :class:`~.journal.JournalSink`: JSONL appended to ``--out`` with the journal
   that makes ``--resume`` exact.
 
-Which sink a ``--format`` opens is the format registry's (:mod:`.formats`).
+Which sink a ``--format`` opens is decided in :mod:`.formats`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import textwrap
 from typing import Protocol, Sequence
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.segments import Segmentation
 from headseg.analysis.writing import replace_with, temp_beside
-from headseg.analysis.segments import RECORD_FIELDS, Segmentation
+from headseg.formats import document_records, get_format, json_lines
 
 #: one segmented document: its position in the input, its id and its segmentation
 Doc = tuple[int, str, Segmentation]
+
+#: ``rows`` as JSON lines (the journal's records)
+jsonl = json_lines
 
 
 class Sink(Protocol):
@@ -37,7 +41,7 @@ class Sink(Protocol):
         """Write one batch of segmented documents (the local engine)."""
 
     def write_records(self, rows: Sequence[dict]) -> None:
-        """Write flat records, :data:`RECORD_FIELDS` each (the Ray engine's rows)."""
+        """Write flat records, :data:`~headseg.analysis.segments.RECORD_FIELDS` each (the Ray engine's rows)."""
 
     def close(self, ok: bool = True) -> None:
         """Finish the output; with ``ok`` False, leave no half-written result behind where one can be."""
@@ -50,32 +54,18 @@ def report_failed(doc_id: str, reason: str) -> None:
     print(f"headseg: error: {where}{reason}", file=sys.stderr)
 
 
-def records(doc_id: str, seg: Segmentation) -> list[dict]:
-    """One flat record per segment: the :meth:`Segmentation.to_dict` schema with the document id in each."""
-    return seg.to_records(doc_id)
-
-
 def batch_records(docs: Sequence[Doc]) -> list[dict]:
     """The flat records of a batch of documents, in order."""
-    return [r for _, doc_id, seg in docs for r in records(doc_id, seg)]
+    return document_records(_named(docs))
 
 
-def tree_paths(seg: Segmentation) -> list[str]:
-    """For a segment tree, each leaf's place in it as "2.1.3" (child numbers from the document down);
-    empty for a flat segmentation."""
-    if not seg.nodes:
-        return []
-    inner = seg.inner_ids()
-    return [p for p, n in zip(seg.node_paths(), seg.nodes) if n.id not in inner]
-
-
-def jsonl(rows: Sequence[dict]) -> str:
-    """``rows`` as JSON lines (non-ASCII kept as is)."""
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+def _named(docs: Sequence[Doc]) -> list[tuple[str, Segmentation]]:
+    """A batch as the output formats take it: ``(id, segmentation)`` pairs."""
+    return [(doc_id, seg) for _, doc_id, seg in docs]
 
 
 class StreamSink:
-    """Text, JSON or JSONL to a stream (stdout), or to a temporary file renamed over ``--out`` at the end.
+    """A text format to a stream (stdout), or to a temporary file renamed over ``--out`` at the end.
 
     ``direct`` appends to ``--out`` itself as records come (whole lines: the
     Ray engine's JSONL).  ``single`` writes one document without the
@@ -83,8 +73,8 @@ class StreamSink:
     """
 
     def __init__(self, fmt: str, single: bool, out: str | None, direct: bool = False):
-        self.fmt, self.single, self.out = fmt, single, out
-        self.count = 0
+        self.encoder = get_format(fmt).encoder(single)
+        self.out = out
         self.tmp = None
         if out is None:
             self.fh = sys.stdout
@@ -93,40 +83,15 @@ class StreamSink:
         else:
             fd, self.tmp = temp_beside(out)
             self.fh = os.fdopen(fd, "w", encoding="utf-8", newline="")
-        if fmt == "json" and not single:
-            self.fh.write("[")
+        self.fh.write(self.encoder.opening())
 
     def write_batch(self, docs: Sequence[Doc]) -> None:
         """Write the batch in the sink's format, in one write."""
-        if self.fmt == "jsonl":
-            self.count += len(docs)
-            self.write_records(batch_records(docs))
-            return
-        parts = []
-        for _, doc_id, seg in docs:
-            if self.fmt == "json":
-                body = json.dumps(seg.to_dict(document=doc_id), indent=2, ensure_ascii=False)
-                if self.single:
-                    parts.append(body + "\n")
-                else:
-                    parts.append(("," if self.count else "") + "\n" + textwrap.indent(body, "  "))
-            else:
-                if not self.single:
-                    parts.append(f"##### {doc_id}\n")
-                paths = tree_paths(seg)
-                for i, s in enumerate(seg):
-                    where = f"  node {paths[i]}" if paths else ""
-                    parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
-                                 f"score {s.score:.3f} -----\n")
-                    parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
-            self.count += 1
-        self._write("".join(parts))
+        self._write(self.encoder.documents(_named(docs)))
 
     def write_records(self, rows: Sequence[dict]) -> None:
-        """Write record rows as JSON lines; only a JSONL sink holds bare records."""
-        if self.fmt != "jsonl":
-            raise HeadsegError(f"records are written as jsonl, not {self.fmt}")
-        self._write(jsonl(rows))
+        """Write record rows; only a format that holds records (JSONL) takes them."""
+        self._write(self.encoder.records(rows))
 
     def _write(self, text: str) -> None:
         if text:
@@ -134,9 +99,9 @@ class StreamSink:
             self.fh.flush()
 
     def close(self, ok: bool = True) -> None:
-        """Close the JSON array, sync a file, and rename a temporary file over ``--out`` (removed if not ``ok``)."""
-        if self.fmt == "json" and not self.single:
-            self.fh.write("\n]\n" if self.count else "]\n")
+        """Close the output (a JSON array's bracket), sync a file, and rename a temporary file over ``--out``
+        (removed if not ``ok``)."""
+        self.fh.write(self.encoder.closing())
         self.fh.flush()
         if self.tmp is None:
             if self.fh is not sys.stdout:
@@ -153,29 +118,25 @@ class StreamSink:
 
 
 class ParquetSink:
-    """Records as Parquet (one row group per batch) in a temporary file renamed over ``--out`` at the end."""
+    """A file format (``fmt``: Parquet) in a temporary file renamed over ``--out`` at the end."""
 
-    def __init__(self, out: str):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self.pa = pa
-        types = {"document": pa.string(), "score": pa.float64(), "text": pa.string(),
-                 "headings": pa.list_(pa.string())}
-        self.schema = pa.schema([(f, types.get(f, pa.int64())) for f in RECORD_FIELDS])
+    def __init__(self, out: str, fmt: str = "parquet"):
         fd, self.tmp = temp_beside(out)
         os.close(fd)
         self.out = out
-        self.writer = pq.ParquetWriter(self.tmp, self.schema)
+        try:
+            self.writer = get_format(fmt).writer(self.tmp)
+        except BaseException:  # no pyarrow, say: no temporary file left behind
+            os.unlink(self.tmp)
+            raise
 
     def write_records(self, rows: Sequence[dict]) -> None:
-        """Write the rows as one row group (nothing for no rows)."""
-        if rows:
-            self.writer.write_table(self.pa.Table.from_pylist(list(rows), schema=self.schema))
+        """Write the rows as one batch (nothing for no rows)."""
+        self.writer.write_records(rows)
 
     def write_batch(self, docs: Sequence[Doc]) -> None:
-        """Write the batch's records as one row group."""
-        self.write_records(batch_records(docs))
+        """Write the batch's records as one batch."""
+        self.writer.write_documents(_named(docs))
 
     def close(self, ok: bool = True) -> None:
         """Finish the file and rename it over ``--out``, or remove it if not ``ok``."""
@@ -184,5 +145,3 @@ class ParquetSink:
             replace_with(self.tmp, self.out)
         else:
             os.unlink(self.tmp)
-
-

@@ -169,10 +169,10 @@ class TreeChunk:
 
 def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
     """The nodes of ``result``'s segment tree in pre-order (a parent before its children), or None
-    for a flat segmentation (its chunks are :func:`chunk_segments`')."""
+    for a flat segmentation (its chunks are :func:`chunk_segments`').  Read from the segmentation's
+    records (:meth:`Segmentation.to_records`), so a chunk's metadata is what the outputs write."""
     if not result.nodes:
         return None
-    inner = result.inner_ids()
-    return [TreeChunk(Segment(n.start, n.end, result.text[n.start:n.end], n.score, n.token_count, n.headings),
-                      n.id, n.parent, n.depth, n.id not in inner)
-            for n in result.nodes]
+    return [TreeChunk(Segment(r["start"], r["end"], r["text"], r["score"], r["token_count"], tuple(r["headings"])),
+                      r["id"], r["parent"], r["depth"], r["index"] is not None)
+            for r in result.to_records()]

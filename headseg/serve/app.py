@@ -25,7 +25,7 @@ from fastapi import FastAPI
 
 from headseg.analysis.errors import HeadsegError
 
-from . import refusals
+from . import openapi, refusals
 from .engine import Engine, ServeConfig
 from .probes import probe_router
 from .segmenting import segment_router
@@ -63,6 +63,7 @@ def create_app(config: ServeConfig | None = None, engine: Engine | None = None) 
     app.include_router(probe_router(engine, check_key))
     app.include_router(segment_router(engine, check_key))
     refusals.install(app)
+    openapi.install(app)  # the package's version, and the schemas of the body and the answer
     return app
 
 

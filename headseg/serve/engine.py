@@ -69,7 +69,7 @@ class Engine:
                 _limit_arenas()
             try:
                 seg = Segmenter(config=replace(c.segmenter, quiet=True))
-                workers = default_workers(c.segmenter.threads) if c.workers is None else c.workers
+                workers = default_workers(c.segmenter.threads) if c.doc_threads is None else c.doc_threads
                 runner = AsyncRunner(seg, c.max_batch_tokens, workers, on_batch=self.metrics.on_batch)
                 self.metrics.watch(runner.batcher)
                 runner.segment_many_sync([_WARM_TEXT], SegmentOptions())

@@ -5,11 +5,15 @@ routes raise :class:`Refusal`, and FastAPI's own answers (404 unknown path,
 405 wrong method, 422 from its request validation) are rewritten by the
 handlers :func:`install` adds, so no ``{"detail": ...}`` reaches a client.
 The API key check is here too (:func:`key_check`): a refusal like the others.
+A request uvicorn itself cannot parse (a bad request line, ``Content-Length:
+abc``) never reaches the app: :func:`http_protocol` is uvicorn's HTTP protocol
+with that answer in the same shape, for ``headseg serve``'s uvicorn config.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 from typing import Callable
 
 from fastapi import FastAPI, Request
@@ -89,3 +93,38 @@ def install(app: FastAPI) -> None:
         first = (exc.errors() or [{}])[0]
         where = ".".join(str(p) for p in first.get("loc", ()))
         return error(422, f"{where}: {first.get('msg', 'invalid request')}" if where else "invalid request")
+
+
+#: the answer to a request that is not HTTP/1.1 (uvicorn's own is plain text: "Invalid HTTP request received.")
+UNPARSABLE = "invalid HTTP request: malformed request line, header or body framing (e.g. Content-Length)"
+
+
+def http_protocol(base: type | None = None) -> type:
+    """uvicorn's HTTP protocol class ``base`` (default: the one uvicorn's ``http="auto"`` picks, httptools
+    or h11) answering a request it cannot parse ``400 {"error": ...}`` instead of plain text.
+
+    Both uvicorn protocols send that answer through ``send_400_response`` (uvicorn 0.2x to 0.5x), so the
+    subclass replaces just that; the connection is closed after it, as uvicorn's is, because a parser
+    that failed has lost the request's framing.
+    """
+    if base is None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        base = AutoHTTPProtocol
+    if not callable(getattr(base, "send_400_response", None)):
+        raise TypeError(f"{base.__name__} has no send_400_response: this uvicorn answers unparsable requests "
+                        "in another way")
+    body = json.dumps({"error": UNPARSABLE}).encode("ascii")
+
+    class JSONRefusingProtocol(base):  # type: ignore[misc, valid-type]
+        def send_400_response(self, msg: str) -> None:
+            # written raw, as the httptools protocol writes its own: no parser state is needed for it
+            head = [b"HTTP/1.1 400 Bad Request\r\n"]
+            head += [name + b": " + value + b"\r\n" for name, value in self.server_state.default_headers]
+            head += [b"content-type: application/json\r\n", b"content-length: %d\r\n" % len(body),
+                     b"connection: close\r\n", b"\r\n"]
+            self.transport.write(b"".join(head) + body)
+            self.transport.close()
+
+    JSONRefusingProtocol.__name__ = JSONRefusingProtocol.__qualname__ = f"JSONRefusing{base.__name__}"
+    return JSONRefusingProtocol

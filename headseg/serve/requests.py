@@ -94,7 +94,7 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
     if not body.strip():
         raise RequestError(422, "empty body: send a JSON object with 'text' or 'documents'")
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = json.loads(body.decode("utf-8"), parse_int=_bounded_int, parse_float=_bounded_float)
     except UnicodeDecodeError as exc:
         raise RequestError(422, f"body is not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -132,6 +132,28 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
         ids.append(str(doc_id))
         texts.append(_text(d["text"], f"documents[{i}].text"))
     return SegmentRequest(ids, texts, options, many=True)
+
+
+#: the most characters a JSON number may have: far past any option's range (the options name what is out of it), and
+#: well below the 4,300 digits past which Python refuses to convert an integer string (a ValueError, not a JSON error)
+MAX_NUMBER_CHARS = 1000
+
+
+def _bounded_int(literal: str) -> int:
+    """A JSON integer, its length bounded before it is converted (422 past :data:`MAX_NUMBER_CHARS`)."""
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise RequestError(422, f"a number of {len(literal)} characters in the body; numbers have at most "
+                                f"{MAX_NUMBER_CHARS}")
+    return int(literal)
+
+
+def _bounded_float(literal: str) -> float:
+    """A JSON number with a fraction or exponent, bounded as :func:`_bounded_int` (``1e400`` is inf, which the
+    options refuse by name)."""
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise RequestError(422, f"a number of {len(literal)} characters in the body; numbers have at most "
+                                f"{MAX_NUMBER_CHARS}")
+    return float(literal)
 
 
 def _text(value: Any, where: str) -> str:

@@ -11,7 +11,6 @@ async runner, and a client that disconnects has its pending windows dropped
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import AsyncIterator, Callable
@@ -21,6 +20,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from headseg.analysis.errors import InputError
 from headseg.export.batcher import Cancelled
+from headseg.formats import failure_record, json_line
 
 from .engine import Engine
 from .refusals import Refusal, busy, error
@@ -98,8 +98,8 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
                 try:
                     record = task.result().to_dict(document=doc_id)
                 except Exception as exc:  # noqa: BLE001 - the document's line says it, the stream goes on
-                    record = {"document": doc_id, "error": _reason(exc)}
-                yield (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+                    record = failure_record(doc_id, _reason(exc))
+                yield json_line(record).encode("utf-8")
             _served(req)
         finally:
             for task in tasks:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from headseg.analysis.errors import InputError
-from headseg.analysis.reading import DEFAULT_MAX_BYTES, read_text
+from headseg.analysis.reading import AUTO_ENCODING, DEFAULT_MAX_BYTES, read_text
 
 FORMATS = ("auto", "choi", "wiki", "dialogue", "jsonl")
 
@@ -326,7 +326,7 @@ def load_file(
     path: str | os.PathLike,
     fmt: str = "auto",
     wiki_level: int | None = None,
-    encoding: str = "utf-8",
+    encoding: str = AUTO_ENCODING,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> list[Document]:
     """All documents in one file (Choi and Wiki files hold one; dialogue and JSONL files may hold many)."""
@@ -374,7 +374,7 @@ def iter_documents(
     fmt: str = "auto",
     wiki_level: int | None = None,
     limit: int | None = None,
-    encoding: str = "utf-8",
+    encoding: str = AUTO_ENCODING,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> Iterator[Document]:
     """Documents of a file or a directory, with ids relative to the directory; stops after ``limit``."""

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Callable, Mapping, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.registry import Registry
 
 from .loaders import Document, snap_offsets
 
@@ -122,10 +122,8 @@ def package_versions(names: Sequence[str]) -> dict:
     return out
 
 
-_REGISTRY: dict[str, type[Method]] = {}
-
-#: every registered method by name, in registry order (a read-only view; register with :func:`register_method`)
-METHODS: Mapping[str, type[Method]] = MappingProxyType(_REGISTRY)
+#: every registered method by name, in registry order (register with :func:`register_method`)
+METHODS: Registry[type[Method]] = Registry("method")
 
 M = TypeVar("M", bound=type[Method])
 
@@ -141,29 +139,20 @@ def register_method(name: str, options: Sequence[str] = (), first: bool = False)
     """
     if not isinstance(name, str) or not name or "," in name or name == "all":
         raise HeadsegError(f"a method name must be a non-empty string without ',' and not 'all' (got {name!r})")
-    if name in _REGISTRY:
-        raise HeadsegError(f"method '{name}' is already registered")
 
-    def decorate(cls: M) -> M:
+    def named(cls: M) -> M:
         if not (isinstance(cls, type) and issubclass(cls, Method)):
             raise HeadsegError(f"method '{name}' must be a Method subclass")
         cls.name = name
         cls.options = tuple(options)
-        if first:
-            rest = dict(_REGISTRY)
-            _REGISTRY.clear()
-            _REGISTRY[name] = cls
-            _REGISTRY.update(rest)
-        else:
-            _REGISTRY[name] = cls
         return cls
 
-    return decorate
+    return METHODS.register(name, named, first=first)
 
 
 def method_names() -> tuple[str, ...]:
     """The registered method names, in registry order."""
-    return tuple(_REGISTRY)
+    return METHODS.names()
 
 
 def parse_methods(spec: str | Sequence[str]) -> list[str]:
@@ -173,7 +162,7 @@ def parse_methods(spec: str | Sequence[str]) -> list[str]:
         return list(METHODS)
     unknown = [n for n in names if n not in METHODS]
     if unknown:
-        raise HeadsegError(f"unknown method '{unknown[0]}'; choose from {', '.join(METHODS)} (or 'all')")
+        raise METHODS.unknown(unknown[0], also="all")
     if not names:
         raise HeadsegError("no method given")
     return list(dict.fromkeys(names))
@@ -181,6 +170,4 @@ def parse_methods(spec: str | Sequence[str]) -> list[str]:
 
 def make_method(name: str, **kwargs) -> Method:
     """A new instance of the method registered as ``name``, built with ``kwargs``."""
-    if name not in METHODS:
-        raise HeadsegError(f"unknown method '{name}'; choose from {', '.join(METHODS)}")
-    return METHODS[name](**kwargs)
+    return METHODS.get(name)(**kwargs)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from headseg.analysis import families
-from headseg.analysis.errors import ModelError
+from headseg.analysis.errors import HeadsegError, ModelError
 from headseg.analysis.families import Family, embedding_size, family_names, max_positions, read_config
 
 
@@ -25,11 +25,17 @@ def test_the_table_holds_the_families_and_their_rules():
     assert embedding_size({"model_type": "bert", "hidden_size": 256, "embedding_size": 128}) == 256
 
 
-def test_a_registered_family_is_taken_everywhere_the_table_is_read(monkeypatch, tmp_path):
+@pytest.fixture
+def own_families():
+    """The family table, with whatever a test registers removed after it."""
+    with families.FAMILIES.scoped():
+        yield
+
+
+def test_a_registered_family_is_taken_everywhere_the_table_is_read(own_families, tmp_path):
     from headseg.analysis.weights import expected_names
     from headseg.export.builder import check_config
 
-    monkeypatch.setattr(families, "_FAMILIES", dict(families._FAMILIES))
     cfg = {"model_type": "padded-bert", "num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8,
            "max_position_embeddings": 66, "pad_token_id": 1, "embedding_size": 4}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
@@ -42,5 +48,10 @@ def test_a_registered_family_is_taken_everywhere_the_table_is_read(monkeypatch, 
     check_config(cfg, "m")
     assert max_positions(cfg) == 64
     assert {"embeddings_project.weight", "embeddings_project.bias"} <= expected_names(cfg)
-    with pytest.raises(ValueError, match="registered already"):
+    with pytest.raises(HeadsegError, match="model type 'padded-bert' is already registered"):
         families.register_family(Family("padded-bert", "bert."))
+
+
+def test_a_family_added_in_a_test_is_gone_after_it():
+    assert "padded-bert" not in families.FAMILIES
+    assert families.find_family("padded-bert") is None

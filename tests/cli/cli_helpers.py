@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from headseg.cli import main
+
+#: a model that cannot be loaded: a test that gets its refusal shows the check ran before any model load
+#: (reaching the load would exit 3)
+NO_MODEL = ["--model", "/nonexistent/model"]
+#: a short document (the ``doc`` fixture's text)
+TEXT = "The committee met on Monday. It approved the budget. Rain fell all night. The river rose quickly.\n"
+#: labelled documents for ``headseg evaluate``
+EVAL_DATA = Path(__file__).resolve().parents[1] / "fixtures" / "eval" / "docs.jsonl"
 
 SENTENCES = ["The committee met on Monday.", "It approved the budget after a long debate.",
              "Rain fell all night.", "The river rose quickly.", "Farmers moved their cattle.",
@@ -23,10 +33,7 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
 def interrupted_run(argv: list[str], monkeypatch) -> None:
     """``headseg ARGV`` (a journaled JSONL ``--out``) dying after its first batch is journaled, as a killed run
     would (KeyboardInterrupt: exit 130)."""
-    try:
-        from headseg.cli import journal
-    except ImportError:  # older headseg (benchmarks/before_after.py runs these tests on it): in sinks.py
-        from headseg.cli import sinks as journal
+    from headseg.cli import journal
 
     real = journal.JournalSink.write_batch
     calls = []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cli_helpers import SENTENCES
+from cli_helpers import SENTENCES, TEXT
 
 
 @pytest.fixture(scope="module")
@@ -22,3 +22,24 @@ def corpus(tmp_path):
     recs = [{"id": f"doc-{i}", "text": " ".join(SENTENCES[i % 6:] + SENTENCES[:i % 6])} for i in range(6)]
     p.write_text("".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
     return p
+
+
+@pytest.fixture
+def doc(tmp_path):
+    """A text file of one short document (:data:`cli_helpers.TEXT`)."""
+    p = tmp_path / "doc.txt"
+    p.write_text(TEXT, encoding="utf-8")
+    return p
+
+
+@pytest.fixture
+def config_only(tmp_path):
+    """The embedded model's config.json alone: its shape is known, but loading it would fail (exit 3)."""
+    import shutil
+
+    from headseg.analysis.model import embedded_model_path
+
+    d = tmp_path / "config-only"
+    d.mkdir()
+    shutil.copy(embedded_model_path() / "config.json", d / "config.json")
+    return str(d)

@@ -193,7 +193,7 @@ def test_issue35_item16_readme_lists_every_command_and_user_extra():
     from headseg.cli import COMMANDS
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    block = readme.split("## Command line", 1)[1].split("```text", 1)[1].split("```", 1)[0]
     listed = {line.split()[1] for line in block.splitlines() if line.startswith("headseg ")}
     commands = {c.__name__.rsplit(".", 1)[1] for c in COMMANDS}
     assert commands <= listed, commands - listed

@@ -9,8 +9,8 @@ import pytest
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.segments import Segmentation
-from headseg.cli import build_parser, formats, main
-from headseg.cli.sinks import StreamSink
+from headseg.cli import build_parser, main
+from headseg.formats import FORMATS, Encoder, dumps, register_format
 from headseg.segmenter import levels
 from headseg.segmenter.options import SegmentOptions
 
@@ -32,16 +32,16 @@ def pairs_level(monkeypatch):
 
 
 @pytest.fixture
-def lines_format(monkeypatch):
-    """An output format of its own: one line per segment, 'start end', registered for this test only."""
-    monkeypatch.setattr(formats, "_REGISTRY", dict(formats._REGISTRY))
+def lines_format():
+    """An output format of its own: one line per segment, 'start end', registered for this test only
+    (in the library's registry: the command line, the service and a program all see it)."""
+    with FORMATS.scoped():
+        @register_format("spans", "'start end' per segment", recognise=lambda path, head: False)
+        class Spans(Encoder):
+            def documents(self, docs):
+                return "".join(f"{s.start} {s.end}\n" for _, seg in docs for s in seg)
 
-    class LinesSink(StreamSink):
-        def write_batch(self, docs):
-            self._write("".join(f"{s.start} {s.end}\n" for _, _, seg in docs for s in seg))
-
-    formats.register_format("spans", "'start end' per segment", recognise=lambda path, head: False)(
-        lambda t: LinesSink("text", t.single, t.out))
+        yield Spans
 
 
 def _choices(command: str, flag: str) -> list[str]:
@@ -85,3 +85,10 @@ def test_a_registered_output_format_is_offered_and_written(lines_format, model_d
     # the registry's flags decide what the engines accept: a format without records is no Ray output
     assert main(["segment", str(doc), "--format", "spans", "--engine", "ray", "--out", str(tmp_path / "o")]) == 2
     assert "--engine ray needs --format jsonl or parquet" in capsys.readouterr().err
+    # the library writes it too, the same bytes
+    seg = Segmentation.from_boundaries(TEXT, [29, 97])
+    assert dumps("spans", [("d", seg)]) == f"0 29\n29 97\n97 {len(TEXT)}\n"
+
+
+def test_a_format_registered_in_a_test_is_gone_after_it():
+    assert "spans" not in FORMATS and _choices("segment", "--format") == ["text", "jsonl", "json", "parquet"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from headseg.serve import probe
-from headseg.serve.probe import free_port  # noqa: F401  (the tests import it from here)
+from headseg.serve import launch
+from headseg.serve.launch import free_port  # noqa: F401  (the tests import it from here)
 
 #: three topics, long enough for topic boundaries
 TOPICS = (
@@ -34,7 +34,7 @@ def needs_serve_extra() -> None:
 def engine():
     from headseg.serve.engine import Engine, ServeConfig
 
-    eng = Engine(ServeConfig(max_queue=64, workers=8)).start()
+    eng = Engine(ServeConfig(max_queue=64, doc_threads=8)).start()
     yield eng
     eng.close()
 
@@ -50,8 +50,8 @@ def client(engine):
 
 
 def wait_ready(url: str, timeout: float, proc=None) -> None:
-    """:func:`headseg.serve.probe.wait_ready`, failing the test with its message."""
+    """:func:`headseg.serve.launch.wait_ready`, failing the test with its message."""
     try:
-        probe.wait_ready(url, timeout, proc)
-    except probe.ServerNotReady as exc:
+        launch.wait_ready(url, timeout, proc)
+    except launch.ServerNotReady as exc:
         pytest.fail(str(exc))

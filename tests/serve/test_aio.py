@@ -118,9 +118,9 @@ def test_default_workers_follow_the_model_threads(monkeypatch):
     assert default_workers(None) == 4
     monkeypatch.setattr("os.cpu_count", lambda: None)
     assert default_workers(None) == 2
-    assert ServeConfig().workers is None and ServeConfig(workers=3).workers == 3
-    with pytest.raises(HeadsegError, match="workers must be a positive integer"):
-        ServeConfig(workers=0)
+    assert ServeConfig().doc_threads is None and ServeConfig(doc_threads=3).doc_threads == 3
+    with pytest.raises(HeadsegError, match="doc-threads must be a positive integer"):
+        ServeConfig(doc_threads=0)
 
 
 def test_the_engine_starts_the_default_workers():

@@ -25,7 +25,7 @@ def test_ray_serve_replicas_answer_like_the_library():
     port = free_port()
     started_here = not ray.is_initialized()
     try:
-        start(ServeConfig(max_queue=32, workers=4), host="127.0.0.1", port=port, replicas=2, cpus_per_replica=0.25)
+        start(ServeConfig(max_queue=32, doc_threads=4), host="127.0.0.1", port=port, replicas=2, cpus_per_replica=0.25)
         url = f"http://127.0.0.1:{port}"
         wait_ready(url, 180)
         pids = set()

@@ -15,7 +15,7 @@ from headseg.analysis.norms import norm_weighted_attention
 from headseg.analysis.text import split_sentences
 from headseg.cli import main as cli_main
 from headseg.tui.app import FindScreen, HelpScreen, HeadsegApp, create_app
-from headseg.tui.data import MarkedSpans
+from headseg.tui.marks import MarkedSpans
 from headseg.tui.precomputed import load_precomputed
 from headseg.tui.render import document_excerpt
 
@@ -511,7 +511,7 @@ def test_matrix_is_drawn_at_full_size_after_a_slow_load():
 def test_document_excerpt_and_header_mark_a_segment_tree():
     """Every node opening at a topic start is named, the document's children first; the header has one
     band line per depth, coloured node by node, and the window marked under them."""
-    from headseg.tui.data import MarkedSpans
+    from headseg.tui.marks import MarkedSpans
     from headseg.tui.render import BAND_STYLES, tree_bands, window_header
 
     text = "One two. Three four. Five six."

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +10,9 @@ import pytest
 from headseg.analysis import TorchBackend, context_similarity, windows_from_text
 from headseg.analysis.errors import InputError
 from headseg.analysis.norms import norm_weighted_attention
-from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import split_sentences
 from headseg.tui.data import (
     KINDS,
-    AutoSegmenter,
     DocumentModel,
     ModelSource,
     read_document,
@@ -193,61 +190,6 @@ def test_spans_to_token_ids(tiny_bert):
     np.testing.assert_array_equal(ids, w.sentence_ids)
     assert (ids[w.special] == -1).all()
     assert (spans_to_token_ids(w, [])[~w.special] == 0).all()
-
-
-def test_auto_segmenter_falls_back_without_segmenter_api(monkeypatch):
-    monkeypatch.setitem(sys.modules, "headseg.api", None)
-    seg, warning = AutoSegmenter()(TEXT)
-    assert seg.units == split_sentences(TEXT) and seg.topics == []
-    assert "segmenter unavailable" in warning
-
-
-def test_auto_segmenter_uses_segmenter_api(monkeypatch):
-    import types
-
-    cut = TEXT.index("Chess")
-
-    class FakeSegmenter:
-        def __init__(self, model=None, profile=None):
-            self.model = model
-
-        def segment(self, text, level="topic"):
-            if level == "unit":
-                return Segmentation.from_boundaries(text, [s for s, _ in split_sentences(text)[1:]], level="unit")
-            return Segmentation.from_boundaries(text, [cut], [0.75])
-
-    monkeypatch.setitem(sys.modules, "headseg.api", types.SimpleNamespace(Segmenter=FakeSegmenter))
-    seg, warning = AutoSegmenter(model="m")(TEXT)
-    assert warning == "" and seg.source == "segmenter"
-    assert seg.topics == [(0, cut), (cut, len(TEXT))] and seg.topic_scores == [0.0, 0.75]
-    assert seg.units == split_sentences(TEXT)
-
-    class Broken(FakeSegmenter):
-        def segment(self, text, level="topic"):
-            raise RuntimeError("no profile for this model")
-
-    monkeypatch.setitem(sys.modules, "headseg.api", types.SimpleNamespace(Segmenter=Broken))
-    seg, warning = AutoSegmenter()(TEXT)
-    assert "no profile for this model" in warning and seg.topics == []
-
-
-def test_auto_segmenter_marks_the_segment_tree(tiny_bert):
-    """The topics are the tree's leaves (= flat headseg's topics) and every node is kept with its path."""
-    from headseg.api import Segmenter
-
-    text = "\n\n".join([TEXT] * 4)
-    seg, warning = AutoSegmenter(model=tiny_bert)(text)
-    assert warning == "" and seg.source == "segmenter"
-    real = Segmenter(model=tiny_bert)
-    flat, tree = real.segment(text), real.segment(text, level="tree")
-    assert seg.topics == [(s.start, s.end) for s in flat]
-    want = [(n.depth, n.start, n.end, p) for n, p in zip(tree.nodes, tree.node_paths())]
-    assert seg.tree == (want if any(n.depth > 1 for n in tree.nodes) else [])
-    assert seg.topic_headings == [[] for _ in flat]  # plain text: no headings
-    md = "# Games\n\n" + TEXT + "\n\n# More games\n\n" + TEXT
-    marked, _ = AutoSegmenter(model=tiny_bert)(md)
-    assert marked.topic_headings == [list(s.headings) for s in real.segment(md)]
-    assert marked.topic_headings[0] == ["Games"] and ["More games"] in marked.topic_headings
 
 
 def _npz_bytes(**arrays) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from headseg.tui.app import create_app
-from headseg.tui.data import MarkedSpans
+from headseg.tui.marks import MarkedSpans
 from headseg.tui.precomputed import load_precomputed
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "tui"

@@ -1,4 +1,4 @@
-"""Export-side hardening of issue 23: --out safety, the cache key, a private cache, offline, devices."""
+"""What ``headseg export`` and the artifact cache guard: --out safety, the cache key, a private cache, offline, devices."""
 
 from __future__ import annotations
 

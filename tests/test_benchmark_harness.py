@@ -1,0 +1,75 @@
+"""The benchmarks as a package: where they find the data, what importing them changes, how they start children.
+
+The scripts run as ``python -m benchmarks.NAME`` from the repository root (benchmarks/README.md); these
+tests run them as that, in child processes, so nothing a script does at import reaches the test process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.stem for p in (REPO / "benchmarks").glob("*.py") if p.stem != "__init__")
+
+
+def run_python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_the_data_root_follows_headseg_data_when_asked_for(tmp_path):
+    code = ("import os, json; from benchmarks import common as c; a = str(c.data_root()); "
+            f"os.environ['HEADSEG_DATA'] = {str(tmp_path)!r}; "
+            "print(json.dumps([a, str(c.data_root()), str(c.segmentation_root()), str(c.dataset_path('manifestos'))]))")
+    env = {k: v for k, v in os.environ.items() if k != "HEADSEG_DATA"}
+    proc = run_python(code, REPO, env)
+    assert proc.returncode == 0, proc.stderr
+    default, moved, seg, manifestos = json.loads(proc.stdout)
+    assert Path(default) == REPO.parent / "shared" / "data"
+    assert (Path(moved), Path(seg)) == (tmp_path, tmp_path / "segmentation")
+    assert Path(manifestos) == tmp_path / "segmentation" / ".." / "corpus"
+
+
+def test_importing_a_benchmark_changes_neither_the_path_nor_the_environment():
+    # every script imported in one child: sys.path and os.environ compared before and after each import
+    code = ("import importlib, os, sys, json; out = {}\n"
+            f"for name in {SCRIPTS!r}:\n"
+            "    path, env = list(sys.path), dict(os.environ)\n"
+            "    importlib.import_module('benchmarks.' + name)\n"
+            "    changed = sorted(k for k in set(env) | set(os.environ) if env.get(k) != os.environ.get(k))\n"
+            "    if sys.path != path or changed: out[name] = [sys.path != path, changed]\n"
+            "print(json.dumps(out))")
+    proc = run_python(code, REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {}
+
+
+def test_a_child_started_the_benchmarks_way_finds_the_package_from_any_folder(tmp_path):
+    # module_command + child_env: what long_document.py, hostile_cost.py and backends.py start their children with
+    results = REPO / "benchmarks" / "results" / "short_sections_dev.json"
+    code = ("import subprocess; from benchmarks.common import child_env, module_command; "
+            f"r = subprocess.run(module_command('benchmarks.short_table', {str(results)!r}), cwd={str(tmp_path)!r}, "
+            "env=child_env(), capture_output=True, text=True); print(r.returncode); print(r.stdout)")
+    proc = run_python(code, REPO)
+    assert proc.returncode == 0, proc.stderr
+    rc, _, table = proc.stdout.partition("\n")
+    assert rc == "0"
+    lines = table.strip().splitlines()
+    assert lines[0] == "| method | k | all: Pk / exact | one segment: Pk / exact | two segments: Pk / exact |"
+    assert lines[1] == "|---|---|---:|---:|---:|"
+    # one row per method and k mode stored in the results file
+    stored = json.loads(results.read_text(encoding="utf-8"))
+    modes = {(r["method"], r["mode"]) for r in stored["records"].values() if r.get("status") == "ok"}
+    assert len(lines) - 2 == len(modes)
+
+
+def test_markdown_tables_align_as_asked():
+    code = ("from benchmarks.common import markdown_table; "
+            "print(markdown_table(['a', 'b', 'c'], [['1', '2', '3'], ['x', 'y', 'z']], align='lr'))")
+    proc = run_python(code, REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "| a | b | c |\n|---|---:|---|\n| 1 | 2 | 3 |\n| x | y | z |\n"
