@@ -16,9 +16,9 @@ these again.  What it holds:
   a token counter's, memoised);
 * the text features of the topic search: which units start on the line of the
   unit before, which open a paragraph, whether the lines are paragraphs, which
-  read as headings (up to :attr:`Document.heading_scan` tokens), and for the
-  structural prior the unit starts, which of them open a line and which follow
-  a sentence's end, and the text's line starts.
+  read as headings (:meth:`Document.headings`), and for the structural prior the
+  unit starts, which of them open a line and which follow a sentence's end, and
+  the text's line starts (those read by some searches only: on first reading, once).
 
 Construction checks the invariants (units tiling the text, one feature value
 per unit, the tokens being the text's) and raises :class:`HeadsegError`; the
@@ -28,7 +28,7 @@ test per unit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Sequence
 
@@ -39,7 +39,7 @@ from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import CLOSER, TokenizedText
 
-from .lines import DISCOUNT_HEADING_TOKENS, heading_units, lines_are_paragraphs, paragraph_starts, starts_same_line
+from .lines import heading_units, lines_are_paragraphs, paragraph_starts, starts_same_line
 from .structure import Structure, line_starts
 
 Span = tuple[int, int]
@@ -130,13 +130,10 @@ class Document:
     prose: bool
     #: ``[U]`` unit ``i`` opens a paragraph (:func:`~.lines.paragraph_starts`)
     paragraph_starts: np.ndarray
-    #: ``[U]`` unit ``i`` is a heading of at most ``heading_scan`` tokens (:func:`~.lines.heading_units`)
-    heading_candidates: np.ndarray
-    heading_scan: int
-    #: ``[U]`` each unit's start offset; whether it opens a line; whether a sentence's end precedes it
+    #: ``[U]`` each unit's start offset
     starts: np.ndarray
-    at_line: np.ndarray
-    after_end: np.ndarray
+    #: the headings found so far, by their longest length in tokens (:meth:`headings`)
+    _headings: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.units)
@@ -149,8 +146,7 @@ class Document:
             pos = b
         if pos != len(self.text):
             raise HeadsegError(f"a document's units end at {pos}, its text at {len(self.text)}")
-        for name in ("unit_tokens", "same_line", "paragraph_starts", "heading_candidates", "starts", "at_line",
-                     "after_end"):
+        for name in ("unit_tokens", "same_line", "paragraph_starts", "starts"):
             if len(getattr(self, name)) != n:
                 raise HeadsegError(f"a document needs one {name} value per unit ({len(getattr(self, name))} for {n})")
         if self.token_ranges.shape != (n, 2):
@@ -160,11 +156,10 @@ class Document:
 
     @classmethod
     def build(cls, text: str, tokens: TokenizedText, units: Sequence[Span], structure: Structure | None = None,
-              count: TokenCount | None = None, heading_scan: int = DISCOUNT_HEADING_TOKENS) -> "Document":
+              count: TokenCount | None = None) -> "Document":
         """The document of ``text`` (tokenized as ``tokens``) over ``units`` (spans tiling it, each within
-        the hard limits), its features derived here once.  ``count``: the span counter of its
-        ``max_tokens`` (None: the model's tokens); ``heading_scan``: the longest heading, in tokens,
-        the features know (:meth:`headings` takes up to that without reading the text again)."""
+        the hard limits), its features derived here once (those only some searches read, on first
+        reading).  ``count``: the span counter of its ``max_tokens`` (None: the model's tokens)."""
         units = tuple((int(a), int(b)) for a, b in units)
         ranges = unit_token_ranges(tokens, units)
         same = starts_same_line(text, units)
@@ -174,10 +169,17 @@ class Document:
         return cls(
             text, tokens, units, count if count is not None else TokenCount(text, tokens, None), structure,
             _frozen(ranges), _frozen(unit_tokens), _frozen(same), bool(prose),
-            _frozen(paragraph_starts(text, units, same, prose)),
-            _frozen(heading_units(text, units, unit_tokens, heading_scan, same_line=same)), int(heading_scan),
-            _frozen(starts), _frozen([at_line_start(text, int(s)) for s in starts]),
-            _frozen([after_sentence_end(text, int(s)) for s in starts]))
+            _frozen(paragraph_starts(text, units, same, prose)), _frozen(starts))
+
+    @cached_property
+    def at_line(self) -> np.ndarray:
+        """``[U]`` bool: unit ``i`` opens a line (:func:`at_line_start`; the structural prior's)."""
+        return _frozen([at_line_start(self.text, int(s)) for s in self.starts])
+
+    @cached_property
+    def after_end(self) -> np.ndarray:
+        """``[U]`` bool: a sentence's end precedes unit ``i`` (:func:`after_sentence_end`; the structural prior's)."""
+        return _frozen([after_sentence_end(self.text, int(s)) for s in self.starts])
 
     @cached_property
     def lines(self) -> tuple[int, ...]:
@@ -191,12 +193,16 @@ class Document:
 
     def headings(self, max_tokens: int) -> np.ndarray:
         """``[U]`` bool: the units that are headings of at most ``max_tokens`` tokens
-        (:func:`~.lines.heading_units`; 0: none)."""
+        (:func:`~.lines.heading_units`; 0: none).  The text is read once per longest length asked
+        for: a shorter one is the longer one's headings of at most that many tokens."""
         if not max_tokens:
             return np.zeros(len(self.units), dtype=bool)
-        if max_tokens <= self.heading_scan:
-            return self.heading_candidates & (self.unit_tokens <= max_tokens)
-        return heading_units(self.text, self.units, self.unit_tokens, max_tokens, same_line=self.same_line)
+        longer = [m for m in self._headings if m >= max_tokens]
+        if longer:
+            return self._headings[min(longer)] & (self.unit_tokens <= max_tokens)
+        found = _frozen(heading_units(self.text, self.units, self.unit_tokens, max_tokens, same_line=self.same_line))
+        self._headings[max_tokens] = found
+        return found
 
     def span_tokens(self, s: int, e: int) -> int:
         """Tokens of ``text[s:e]`` in the units of ``max_tokens`` (:meth:`TokenCount.span`)."""

@@ -41,7 +41,6 @@ from .document import Document, TokenCount, unit_token_ranges
 from .encode import UnitEncoder
 from .levels import LevelContext, get_level, whitespace_result
 from .limits import split_oversized
-from .lines import DISCOUNT_HEADING_TOKENS
 from .options import SegmentOptions, check_splitter
 from .speakers import content_spans
 from .structure import resolve_structure
@@ -242,8 +241,7 @@ class Pipeline:
             units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
                                     structure.breaks() if structure is not None else ())
         units = split_oversized(text, tokens, units, opts.max_chars, opts.max_tokens, count)
-        return Document.build(text, tokens, units, structure, count,
-                              heading_scan=max(self.params.heading_tokens, DISCOUNT_HEADING_TOKENS))
+        return Document.build(text, tokens, units, structure, count)
 
     def topic_boundaries(self, x: np.ndarray, doc: Document,
                          options: SegmentOptions | Mapping[str, Any] | None = None) -> tuple[list[int], list[float]]:
