@@ -15,9 +15,10 @@ strength of the boundary that opens it, at its own depth; 0 at the text's start)
 
 from __future__ import annotations
 
+import copy
 import json
-from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator, Sequence
 
 from .errors import HeadsegError
 
@@ -147,6 +148,26 @@ class Segmentation:
             raise HeadsegError(f"segments end at {pos}, the text at {len(self.text)}")
         if self.nodes:
             check_tree(self.text, self.segments, self.nodes)
+
+    def annotated(self, token_count: Callable[[int, int], int] | None = None,
+                  headings: Callable[[int], tuple[str, ...]] | None = None) -> "Segmentation":
+        """A copy whose segments and tree nodes carry ``token_count(start, end)`` and ``headings(start)``
+        (None: keep each one's own).  Only those fields change, never a span, so the invariants checked
+        when this segmentation was built still hold: the copy is not checked again (a segment tree
+        is annotated once, not re-validated for each field)."""
+        def count(a: int, b: int, own: int | None) -> int | None:
+            return own if token_count is None else int(token_count(a, b))
+
+        def path(a: int, own: tuple[str, ...]) -> tuple[str, ...]:
+            return own if headings is None else tuple(headings(a))
+
+        out = copy.copy(self)  # no __init__, so no __post_init__: the spans are this one's
+        out.segments = [replace(s, token_count=count(s.start, s.end, s.token_count), headings=path(s.start, s.headings))
+                        for s in self.segments]
+        out.nodes = [replace(n, token_count=count(n.start, n.end, n.token_count), headings=path(n.start, n.headings))
+                     for n in self.nodes]
+        out.meta = dict(self.meta)
+        return out
 
     def tree_nodes(self) -> list[Node]:
         """The nodes of the tree, pre-order; a flat segmentation's are its segments at depth 1."""
@@ -280,8 +301,10 @@ class Segmentation:
         scores: Sequence[float] | None = None,
         level: str = "topic",
         meta: dict | None = None,
+        nodes: Sequence[Node] = (),
     ) -> "Segmentation":
-        """Build from the start offsets of segments 2..n (sorted, inside ``(0, len(text))``)."""
+        """Build from the start offsets of segments 2..n (sorted, inside ``(0, len(text))``); ``nodes``:
+        a segment tree whose leaves they are (checked with the segments, once)."""
         cuts = [int(b) for b in boundaries]
         if any(b <= 0 or b >= len(text) for b in cuts) or cuts != sorted(set(cuts)):
             raise HeadsegError("boundaries must be sorted, unique and inside the text")
@@ -296,4 +319,4 @@ class Segmentation:
         ]
         if not text:
             segs = []
-        return cls(text=text, segments=segs, level=level, meta=dict(meta or {}))
+        return cls(text=text, segments=segs, level=level, meta=dict(meta or {}), nodes=list(nodes))

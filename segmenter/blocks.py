@@ -29,13 +29,10 @@ import bisect
 from typing import Sequence
 
 import numpy as np
-import regex
-
-from headseg.analysis.text import CLOSER
 
 from .cuts import CutPrior
-from .limits import TokenMeasure
-from .structure import ATOMIC, Structure, line_starts
+from .document import Document, after_sentence_end, at_line_start  # noqa: F401 (benchmarks read them here)
+from .structure import ATOMIC, Structure
 
 #: what a heading's unit saves of the penalty, by level (h1 first; deeper levels take the last):
 #: more than the cut's own price, so that it also outweighs the size target's and the short-segment
@@ -45,8 +42,6 @@ from .structure import ATOMIC, Structure, line_starts
 HEADING_BONUS = (3.0, 2.5, 2.0, 1.5)
 #: the kinds that are cut only between their pieces (lines, rows) when larger than the budget
 LINED = frozenset({"code", "table", "html", "front_matter"})
-#: a sentence's end before a cut: a terminal, closing quotes or brackets after it, then whitespace
-_SENTENCE_END = regex.compile(rf"[\p{{Sentence_Terminal}}…]{CLOSER}*\s*$")
 
 
 def split_at_blocks(text: str, units: Sequence[tuple[int, int]], structure: Structure) -> list[tuple[int, int]]:
@@ -72,15 +67,6 @@ def _past_indent(text: str, offset: int) -> int:
     return offset
 
 
-def at_line_start(text: str, offset: int) -> bool:
-    """Whether only spaces or tabs stand between ``offset`` and the start of its line (the indentation
-    of a list item's or a quote's lines belongs to the unit before)."""
-    i = offset
-    while i > 0 and text[i - 1] in " \t":
-        i -= 1
-    return i == 0 or text[i - 1] in "\r\n"
-
-
 def content_start(text: str, start: int, end: int) -> int:
     """The first character of ``text[start:end]`` that is not whitespace (``end`` if none)."""
     i = start
@@ -89,16 +75,11 @@ def content_start(text: str, start: int, end: int) -> int:
     return i
 
 
-def after_sentence_end(text: str, offset: int) -> bool:
-    """Whether ``text[:offset]`` ends with a sentence's end (whitespace after it allowed)."""
-    return _SENTENCE_END.search(text, max(0, offset - 16), offset) is not None
-
-
 class _Budget:
     """Whether a span of the text fits the hard limits (no limit: everything fits)."""
 
-    def __init__(self, measure: TokenMeasure, max_chars: int | None, max_tokens: int | None):
-        self.measure, self.max_chars, self.max_tokens = measure, max_chars, max_tokens
+    def __init__(self, doc: Document, max_chars: int | None, max_tokens: int | None):
+        self.doc, self.max_chars, self.max_tokens = doc, max_chars, max_tokens
 
     @property
     def limited(self) -> bool:
@@ -107,24 +88,24 @@ class _Budget:
     def fits(self, s: int, e: int) -> bool:
         if self.max_chars is not None and e - s > self.max_chars:
             return False
-        return self.max_tokens is None or self.measure.span(s, e) <= self.max_tokens
+        return self.max_tokens is None or self.doc.span_tokens(s, e) <= self.max_tokens
 
 
-def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Structure | None,
-                    measure: TokenMeasure, max_chars: int | None, max_tokens: int | None,
+def structure_prior(doc: Document, structure: Structure | None, max_chars: int | None, max_tokens: int | None,
                     max_units: int) -> CutPrior | None:
-    """The :class:`CutPrior` of ``units`` from ``structure`` (None: plain text; then only the line
-    rule, and only with a budget), or None when it says nothing."""
-    n = len(units)
-    budget = _Budget(measure, max_chars, max_tokens)
+    """The :class:`CutPrior` of ``doc``'s units from ``structure`` (``doc``'s, or a coarser view of it;
+    None: plain text; then only the line rule, and only with a budget), or None when it says nothing.
+    The text features (unit starts, line starts, sentence ends) are the document's, derived once."""
+    text, units, n = doc.text, doc.units, len(doc.units)
+    budget = _Budget(doc, max_chars, max_tokens)
     if n < 2 or (structure is None and not budget.limited):
         return None
-    starts = np.asarray([a for a, _ in units], dtype=np.int64)
+    starts = doc.starts
     allowed = np.ones(n, dtype=bool)
     bonus = np.zeros(n)
     level = np.zeros(n, dtype=np.int64)
-    lines = line_starts(text)
-    at_line = np.asarray([at_line_start(text, int(s)) for s in starts], dtype=bool)
+    lines = doc.lines
+    at_line = doc.at_line
     lined = np.zeros(n, dtype=bool)  # inside a code block, a table...: no sentences there
     soft = np.zeros(n, dtype=bool)  # forbidden only to keep a heading with what follows it
     if structure is not None:
@@ -146,7 +127,7 @@ def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Stru
                 # a hard-wrapped paragraph's soft line breaks are not sentence ends: no cut there (given
                 # back by _relax only where a sentence alone outgrows the limits)
                 for i in range(lo, hi):
-                    if at_line[i] and not after_sentence_end(text, int(starts[i])):
+                    if at_line[i] and not doc.after_end[i]:
                         allowed[i] = False
                 continue
             if b.kind not in ATOMIC or hi <= lo:
@@ -164,7 +145,7 @@ def structure_prior(text: str, units: Sequence[tuple[int, int]], structure: Stru
         if i == 0 or not allowed[i]:
             continue
         s = int(starts[i])
-        if not lined[i] and after_sentence_end(text, s):
+        if not lined[i] and doc.after_end[i]:
             continue
         li = bisect.bisect_right(lines, s) - 1
         if budget.fits(lines[li], lines[li + 1] if li + 1 < len(lines) else len(text)):

@@ -31,19 +31,9 @@ from headseg.analysis.profile import HeadProfile
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import WINDOW_TOKENS, TokenizedText, Window, make_window, window_width
 
+from .document import unit_token_ranges
+
 Head = tuple[int, int]
-
-
-def unit_token_ranges(doc: TokenizedText, units: Sequence[tuple[int, int]]) -> np.ndarray:
-    """Token range ``[U, 2]`` of each unit in the document's token stream.
-
-    A token belongs to the unit its first character falls in.
-    """
-    if not len(units):
-        return np.zeros((0, 2), np.int64)
-    tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
-    first = np.searchsorted(tok_start, np.asarray([a for a, _ in units], dtype=np.int64), side="left")
-    return np.stack([first, np.append(first[1:], len(doc))], axis=1)
 
 
 def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer, max_tokens: int

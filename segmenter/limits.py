@@ -12,7 +12,7 @@
    ``min_chars`` as a soft lower bound;
 3. a foreign token counter's counts need not add up over concatenation (a
    word cut in two can cost more tokens), so the search uses an additive
-   estimate (:meth:`TokenMeasure.additive_sizes`) and :func:`repair_cuts`
+   estimate (:func:`additive_sizes`) and :func:`repair_cuts`
    splits any final segment the counter itself finds over the limit.
 
 Counting is O(1) per span with the model's tokens (prefix positions) and one
@@ -28,25 +28,25 @@ import numpy as np
 import regex
 
 from headseg.analysis.errors import HeadsegError
-from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText
 
-from .encode import unit_token_ranges
+from .document import Document, TokenCount
 from .search import SegmentCost
 
 
 def split_oversized(text: str, doc: TokenizedText, units: Sequence[tuple[int, int]], max_chars: int | None,
-                    max_tokens: int | None, measure: "TokenMeasure | None" = None) -> list[tuple[int, int]]:
+                    max_tokens: int | None, count: TokenCount | None = None) -> list[tuple[int, int]]:
     """Split any unit over a hard limit at whitespace (else anywhere) so every limit is satisfiable.
 
-    Token counts come from ``measure`` (default: the model's tokens in ``doc``).
+    Token counts come from ``count`` (the text's :class:`~headseg.segmenter.document.TokenCount`;
+    default: the model's tokens in ``doc``).
     Cuts fall on grapheme cluster boundaries (never inside an emoji sequence or
     between a letter and its combining mark), unless one cluster is itself over
     the limit: the limit is hard.
     """
     if max_chars is None and max_tokens is None:
         return units
-    measure = measure or TokenMeasure(text, doc, None)
+    count = count or TokenCount(text, doc, None)
     tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
     tok_end = doc.offsets[:, 1] if len(doc) else np.zeros(0, np.int64)
     out = []
@@ -56,7 +56,7 @@ def split_oversized(text: str, doc: TokenizedText, units: Sequence[tuple[int, in
         while stack:
             s, e = stack.pop()
             over_chars = max_chars is not None and e - s > max_chars
-            n_tok = measure.span(s, e) if max_tokens is not None and not over_chars else 0
+            n_tok = count.span(s, e) if max_tokens is not None and not over_chars else 0
             too_long = over_chars or (max_tokens is not None and n_tok > max_tokens)
             if not too_long:
                 out.append((s, e))
@@ -72,52 +72,20 @@ def split_oversized(text: str, doc: TokenizedText, units: Sequence[tuple[int, in
     return out
 
 
-class TokenMeasure:
-    """Token counts of spans of one document, in the units of its ``max_tokens`` limit.
+def additive_sizes(doc: Document, max_tokens: float) -> tuple[np.ndarray, float]:
+    """Per-unit token sizes of ``doc``'s units and the limit on their sum, for the search.
 
-    Without a counter: the model's tokens of the whole document, a token counted
-    in the span its first character falls in, so counts add up exactly over
-    concatenation.  With a counter: ``counter(text[s:e])``; such counts need not
-    add up (a word cut in two can cost more tokens, or fewer), so the search uses
-    an additive estimate and the final segments are checked with the counter.
+    The model's tokens add up exactly (the document's unit token counts).  A
+    counter's count of the empty string (special tokens it adds to every string,
+    say) is charged once per segment, not once per unit: without that, ten units
+    would pay for ``[CLS]``/``[SEP]`` ten times.
     """
-
-    def __init__(self, text: str, doc: TokenizedText, counter: Callable[[str], int] | None):
-        self.text = text
-        self.counter = counter
-        self.exact = counter is None
-        self.doc = doc
-        self._tok_start = doc.offsets[:, 0] if len(doc) else np.zeros(0, np.int64)
-        # the same spans are counted by the unit split, the search sizes and the final check
-        self._memo: dict[tuple[int, int], int] = {}
-
-    def span(self, s: int, e: int) -> int:
-        """Tokens of ``text[s:e]`` (characters ``s`` to ``e``)."""
-        if self.counter is None:
-            return int(np.searchsorted(self._tok_start, e, "left") - np.searchsorted(self._tok_start, s, "left"))
-        n = self._memo.get((s, e))
-        if n is None:
-            n = self._memo[(s, e)] = self.counter(self.text[s:e])
-        return n
-
-    def additive_sizes(self, units: Sequence[tuple[int, int]], max_tokens: int) -> tuple[np.ndarray, float]:
-        """Per-unit sizes and the limit on their sum for the search.
-
-        A counter's count of the empty string (special tokens it adds to every
-        string, say) is charged once per segment, not once per unit: without
-        that, ten units would pay for ``[CLS]``/``[SEP]`` ten times.
-        """
-        if self.counter is None:
-            r = unit_token_ranges(self.doc, units)
-            return (r[:, 1] - r[:, 0]).astype(np.float64), float(max_tokens)
-        overhead = self.counter("")
-        sizes = np.asarray([max(self.span(a, b) - overhead, 0) for a, b in units], dtype=np.float64)
-        return sizes, float(max_tokens - overhead)
-
-    def counted(self, result: Segmentation) -> Segmentation:
-        """``result`` with every segment's (and tree node's) ``token_count`` filled in."""
-        return replace(result, segments=[replace(s, token_count=self.span(s.start, s.end)) for s in result.segments],
-                       nodes=[replace(n, token_count=self.span(n.start, n.end)) for n in result.nodes])
+    count = doc.count
+    if count.exact:
+        return doc.unit_tokens.astype(np.float64), float(max_tokens)
+    overhead = count.counter("")
+    sizes = np.asarray([max(count.span(a, b) - overhead, 0) for a, b in doc.units], dtype=np.float64)
+    return sizes, float(max_tokens - overhead)
 
 
 class TwoLimitCost(SegmentCost):
@@ -130,9 +98,10 @@ class TwoLimitCost(SegmentCost):
         if toks.size and toks.max() > max_toks:
             raise HeadsegError("a single unit is longer than the token limit; split units first")
 
-    def costs_ending_at(self, b):
-        """Start units ``[k]`` and costs ``[k]`` of the allowed segments ending at unit ``b`` (exclusive)."""
-        a, c = super().costs_ending_at(b)
+    def costs_ending_at(self, b, opens=None):
+        """Start units ``[k]`` and costs ``[k]`` of the allowed segments ending at unit ``b`` (exclusive)
+        (``opens``: as :meth:`SegmentCost.costs_ending_at`'s)."""
+        a, c = super().costs_ending_at(b, opens)
         ok = self.ct[b] - self.ct[a] <= self.max_toks
         return a[ok], c[ok]
 
@@ -156,10 +125,9 @@ class SizeLimits:
     target_tokens: float | None = None
 
     @classmethod
-    def of(cls, units: Sequence[tuple[int, int]], measure: "TokenMeasure", max_chars: int | None,
-           min_chars: int | None, max_tokens: int | None, target_tokens: float | None = None
-           ) -> "SizeLimits | None":
-        """The limits of ``units`` (character spans), or None when no limit or target is set.
+    def of(cls, doc: Document, max_chars: int | None, min_chars: int | None, max_tokens: int | None,
+           target_tokens: float | None = None) -> "SizeLimits | None":
+        """The limits of ``doc``'s units, or None when no limit or target is set.
 
         ``target_tokens`` without ``max_tokens`` adds the token column with no cap
         (an infinite limit), so the target is measured like the limit would be.
@@ -168,20 +136,21 @@ class SizeLimits:
             return None
         # The search runs on characters (max_chars, min_chars) and forbids spans over
         # the token limit on the side, so min_chars stays in characters.
+        units, count = doc.units, doc.count
         sizes = np.asarray([b - a for a, b in units], dtype=np.float64)
         token_limit, fits, target = None, None, None
         if max_tokens is not None or target_tokens is not None:
             cap = max_tokens if max_tokens is not None else 2 ** 62
-            toks, token_limit = measure.additive_sizes(units, cap)
+            toks, token_limit = additive_sizes(doc, cap)
             sizes = np.stack([sizes, toks], axis=1)
             if target_tokens is not None:
                 # a counter's per-string overhead is charged once per segment, as for the limit
                 target = max(float(target_tokens) - (cap - token_limit), 1.0)
             if max_tokens is None:
                 token_limit = np.inf
-            elif not measure.exact:
+            elif not count.exact:
                 def fits(a: int, b: int) -> bool:
-                    return measure.span(units[a][0], units[b - 1][1]) <= max_tokens
+                    return count.span(units[a][0], units[b - 1][1]) <= max_tokens
         return cls(sizes, None if max_chars is None else float(max_chars),
                    None if min_chars is None else float(min_chars), token_limit, fits, target)
 
@@ -231,18 +200,19 @@ class SizeLimits:
         return SegmentCost(x, chars, self.max_chars, self.min_chars, max_units, weights)
 
 
-def overlap_chunks(units: Sequence[tuple[int, int]], cuts: Sequence[int], overlap: int, measure: "TokenMeasure",
-                   max_chars: int | None, max_tokens: int | None) -> list[list[int]]:
+def overlap_chunks(doc: Document, cuts: Sequence[int], overlap: int, max_chars: int | None,
+                   max_tokens: int | None) -> list[list[int]]:
     """``[start, end]`` of each segment's overlapped chunk: the segment (opened at unit ``cuts[i - 1]``,
     the first at 0) preceded by up to ``overlap`` units of the segment before it, as many as the
-    chunk can hold within ``max_chars`` and ``max_tokens`` (counted by ``measure``).
+    chunk can hold within ``max_chars`` and ``max_tokens`` (counted by ``doc``'s token count), over
+    ``doc``'s units.
 
     Segment ``i`` is ``text[start_i:end_i]`` with ``start_i = units[cuts[i - 1]][0]`` (0 for the first)
     and ``end_i`` the next segment's start (the text's end for the last); its chunk is
     ``text[chunk_start:end_i]``, ``chunk_start`` the start of the earliest repeated unit, so
     ``text[chunk_start:start_i]`` is the repeated text (empty when nothing fits).
     """
-    n_text = len(measure.text)
+    units, n_text = doc.units, len(doc.text)
     edges = [0, *cuts, len(units)]
     starts = [0] + [units[c][0] for c in cuts]
     out = []
@@ -253,7 +223,7 @@ def overlap_chunks(units: Sequence[tuple[int, int]], cuts: Sequence[int], overla
             for u in range(edges[i] - 1, max(edges[i] - overlap, edges[i - 1]) - 1, -1):
                 s = starts[i - 1] if u == edges[i - 1] else units[u][0]
                 if (max_chars is not None and end - s > max_chars) or \
-                        (max_tokens is not None and measure.span(s, end) > max_tokens):
+                        (max_tokens is not None and doc.span_tokens(s, end) > max_tokens):
                     break
                 chunk_start = s
         out.append([int(chunk_start), int(end)])

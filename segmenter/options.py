@@ -5,7 +5,14 @@ carries its command-line flag (``cli`` metadata), so ``headseg segment`` builds
 its flags from the fields (:func:`add_option_flags`) and reads them back
 (:meth:`SegmentOptions.from_args`); the Python API, the Ray engine and the
 framework adapters take the same object or its fields as keyword arguments.
-Adding an option is one field here and the code that uses it.
+A field's metadata also says what it takes (``bounds``) and, where None means a
+fixed value, what that is (``effective``); :func:`validate_options` and the HTTP
+schema (:func:`option_schema`) read them.  An option that goes with some levels
+only is named in those levels' registrations (:func:`~headseg.segmenter.levels.register_level`),
+which the check reads.  Adding an option is one field here and the code that
+uses it (for a level's own option: the level, which declares it).  The search
+never reads these options: it gets a :class:`~headseg.segmenter.request.SearchRequest`
+(:meth:`SegmentOptions.request`).
 
 Options are validated once, on construction (an :class:`InputError` naming the
 option, or its flag when built from the command line), before any model is
@@ -23,13 +30,11 @@ import numpy as np
 from headseg.analysis.errors import HeadsegError, InputError, is_integer
 from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
-from .levels import get_level, level_help, level_names
+from .levels import get_level, level_help, level_names, level_options, levels_taking
+from .request import TARGET_FRACTION, SearchRequest
 from .structure import STRUCTURES
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
-
-#: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
-#: (chosen on the dev retrieval corpora, docs/segmenter.md)
-TARGET_FRACTION = 0.6
+from .topics import TopicParams
 
 #: the largest ``penalty`` taken: far beyond it no document has a cut worth its price (the
 #: correlation length is at most ``TopicParams.max_lag`` = 100 units), and much larger values
@@ -44,6 +49,22 @@ MAX_DEPTH = 8
 MAX_COUNT = 2 ** 53
 
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
+
+#: a size or a count: a positive integer the search's float sums hold exactly
+COUNT = (1, MAX_COUNT)
+
+
+def _option(flag: str, help: str, *, bounds: tuple[float, float] | None = None, effective: Any = None,
+            **argparse_kwargs: Any) -> dict:
+    """A field's metadata: its flag (:func:`~headseg.analysis.settings.flag`), the ``bounds`` a number
+    takes (checked by :func:`validate_options`, stated by :func:`option_schema`) and the value None
+    stands for (``effective``, for the schema's ``default``)."""
+    out = _flag(flag, help, **argparse_kwargs)
+    if bounds is not None:
+        out["bounds"] = bounds
+    if effective is not None:
+        out["effective"] = effective
+    return out
 
 
 @dataclass(frozen=True)
@@ -60,37 +81,38 @@ class SegmentOptions:
     #: coherent groups of units; ``"unit"``, sentence-like units
     level: str = field(default="topic", metadata=_flag("--level", level_help, choices=level_names))
     #: exactly this many topic segments per document (None: chosen automatically)
-    segments: int | None = field(default=None, metadata=_flag(
-        "--segments", "exactly N segments per document", type=int, metavar="N"))
+    segments: int | None = field(default=None, metadata=_option(
+        "--segments", "exactly N segments per document", type=int, metavar="N", bounds=COUNT))
     #: levels of a segment tree below the document (``level="tree"``; None: the text decides)
-    depth: int | None = field(default=None, metadata=_flag(
+    depth: int | None = field(default=None, metadata=_option(
         "--depth", "levels of the segment tree below the document (--level tree; default: the text decides)",
-        type=int, metavar="N"))
+        type=int, metavar="N", bounds=(1, MAX_DEPTH)))
     #: avoid segments shorter than this many characters
-    min_chars: int | None = field(default=None, metadata=_flag(
-        "--min-chars", "avoid segments shorter than this", type=int))
+    min_chars: int | None = field(default=None, metadata=_option(
+        "--min-chars", "avoid segments shorter than this", type=int, bounds=COUNT))
     #: hard limit: no segment is longer than this many characters
-    max_chars: int | None = field(default=None, metadata=_flag(
-        "--max-chars", "hard limit: no segment is longer", type=int))
+    max_chars: int | None = field(default=None, metadata=_option(
+        "--max-chars", "hard limit: no segment is longer", type=int, bounds=COUNT))
     #: hard limit in tokens (the model's, or ``token_counter``'s)
-    max_tokens: int | None = field(default=None, metadata=_flag(
-        "--max-tokens", "hard limit in model tokens", type=int))
+    max_tokens: int | None = field(default=None, metadata=_option(
+        "--max-tokens", "hard limit in model tokens", type=int, bounds=COUNT))
     #: weight of the local correlation length in the cost of a new segment (None: 0.35)
-    penalty: float | None = field(default=None, metadata=_flag(
+    penalty: float | None = field(default=None, metadata=_option(
         "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.35; "
-                     "higher = fewer segments; docs/segmenter.md)", type=float))
+                     "higher = fewer segments; docs/segmenter.md)", type=float, bounds=(0, MAX_PENALTY),
+        effective=TopicParams.penalty))
     #: soft size target in the same tokens as ``max_tokens``: the search pays for a segment's
     #: distance from it, so segments come out about this size, cut where topics turn
     #: (None: ``TARGET_FRACTION`` of ``max_tokens`` when that is given, else no target)
-    target_tokens: int | None = field(default=None, metadata=_flag(
+    target_tokens: int | None = field(default=None, metadata=_option(
         "--target-tokens", "aim segments at about this many tokens (soft; default 0.6 x --max-tokens "
-                           "when that is given; docs/segmenter.md)", type=int))
+                           "when that is given; docs/segmenter.md)", type=int, bounds=COUNT))
     #: each chunk also repeats up to this many units (sentences) of the text before it, within the
     #: hard limits; the segments still tile the text, the overlapped chunks are in
     #: ``result.meta["chunks"]`` (None or 0: no overlap)
-    overlap: int | None = field(default=None, metadata=_flag(
+    overlap: int | None = field(default=None, metadata=_option(
         "--overlap", "also repeat up to N sentences before each segment (within the limits) in "
-                     "meta['chunks'] and the adapters' chunks", type=int, metavar="N"))
+                     "meta['chunks'] and the adapters' chunks", type=int, metavar="N", bounds=(0, MAX_COUNT)))
     #: the text's structure: ``markdown`` reads headings, code, tables and lists (never cut inside a
     #: block that fits the limits, a segment opens at a heading when the sizes allow; every segment
     #: carries its heading path), ``plain`` reads none, ``auto`` reads Markdown when the text looks
@@ -156,6 +178,12 @@ class SegmentOptions:
             return float(self.target_tokens)
         return None if self.max_tokens is None else TARGET_FRACTION * self.max_tokens
 
+    def request(self) -> SearchRequest:
+        """What the search is asked for (:class:`~headseg.segmenter.request.SearchRequest`): the limits,
+        the effective size target, the number of segments and the penalty."""
+        return SearchRequest(max_chars=self.max_chars, min_chars=self.min_chars, max_tokens=self.max_tokens,
+                             target_tokens=self.size_target, segments=self.segments, penalty=self.penalty)
+
     def settings(self) -> dict[str, Any]:
         """The command-line options as plain values (a resumed run must match them)."""
         return {f.name: getattr(self, f.name) for f in fields(self) if "cli" in f.metadata}
@@ -163,47 +191,48 @@ class SegmentOptions:
 
 def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = str) -> None:
     """Raise :class:`InputError` for the first bad value in ``values`` (fields of
-    :class:`SegmentOptions`), naming the option by ``label(field name)``."""
+    :class:`SegmentOptions`), naming the option by ``label(field name)``: a number outside its field's
+    ``bounds``, an option that goes with other levels (the levels' registrations say which), or two
+    values that contradict each other."""
     level = values.get("level", "topic")
     names = level_names()
     if not isinstance(level, str) or level not in names:
         raise InputError(f"{label('level')} must be one of {', '.join(names)} (got {level!r})")
-    strategy = get_level(level)
-    for name in ("segments", "min_chars", "max_chars", "max_tokens", "target_tokens"):
+    specs = [(f.name, f.metadata) for f in fields(SegmentOptions) if "bounds" in f.metadata]
+    for name, meta in specs:
+        _check_bounds(values.get(name), label(name), meta["bounds"], meta["cli"]["type"])
+    taken = get_level(level)
+    for name in (f.name for f in fields(SegmentOptions) if f.name in level_options()):
         v = values.get(name)
-        if v is not None and (not is_integer(v) or not 1 <= v <= MAX_COUNT):
-            raise InputError(f"{label(name)} must be a positive integer up to 2**53 (got {_shown(v)})")
-    if values.get("segments") is not None and not strategy.segments:
-        # a number of segments means topic segments; units are as many as the text has
-        raise InputError(f"{label('segments')} goes with {label('level')} "
-                         f"{', '.join(n for n in names if get_level(n).segments)}, not {level}")
-    depth = values.get("depth")
-    if depth is not None:
-        if not is_integer(depth) or not 1 <= depth <= MAX_DEPTH:
-            raise InputError(f"{label('depth')} must be an integer from 1 to {MAX_DEPTH} (got {_shown(depth)})")
-        if not strategy.depth:
-            raise InputError(f"{label('depth')} goes with {label('level')} "
-                             f"{', '.join(n for n in names if get_level(n).depth)}, not {level}")
+        if v is not None and v != 0 and not taken.takes(name):
+            # a number of segments means topic segments; units are as many as the text has
+            raise InputError(f"{label(name)} goes with {label('level')} {', '.join(levels_taking(name))}, "
+                             f"not {level}")
     lo, hi = values.get("min_chars"), values.get("max_chars")
     if hi is not None and lo is not None and lo > hi:
         raise InputError(f"{label('min_chars')} ({lo}) is larger than {label('max_chars')} ({hi})")
     target, cap = values.get("target_tokens"), values.get("max_tokens")
     if target is not None and cap is not None and target > cap:
         raise InputError(f"{label('target_tokens')} ({target}) is larger than {label('max_tokens')} ({cap})")
-    ov = values.get("overlap")
-    if ov is not None and (not is_integer(ov) or not 0 <= ov <= MAX_COUNT):
-        raise InputError(f"{label('overlap')} must be a non-negative integer up to 2**53 (got {_shown(ov)})")
-    if ov and not strategy.overlap:
-        raise InputError(f"{label('overlap')} goes with {label('level')} "
-                         f"{', '.join(n for n in names if get_level(n).overlap)}, not {level}")
-    p = values.get("penalty")
-    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float, np.floating))
-                          or not math.isfinite(p) or not 0 <= p <= MAX_PENALTY):
-        raise InputError(f"{label('penalty')} must be a number from 0 to {MAX_PENALTY:g} (got {p!r})")
     structure = values.get("structure", "auto")
     if not isinstance(structure, str) or structure not in STRUCTURES:
         raise InputError(f"{label('structure')} must be one of {', '.join(STRUCTURES)} (got {_shown(structure)})")
     check_splitter(values.get("sentence_splitter"))
+
+
+def _check_bounds(v: Any, name: str, bounds: tuple[float, float], kind: type) -> None:
+    """Raise :class:`InputError` unless ``v`` is None or a ``kind`` (int or float) within ``bounds``."""
+    if v is None:
+        return
+    lo, hi = bounds
+    if kind is int:
+        if not is_integer(v) or not lo <= v <= hi:
+            what = {(1, MAX_COUNT): "a positive integer up to 2**53",
+                    (0, MAX_COUNT): "a non-negative integer up to 2**53"}.get((lo, hi), f"an integer from {lo} to {hi}")
+            raise InputError(f"{name} must be {what} (got {_shown(v)})")
+    elif (isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not math.isfinite(v)
+          or not lo <= v <= hi):
+        raise InputError(f"{name} must be a number from {lo:g} to {hi:g} (got {v!r})")
 
 
 def _shown(value: Any) -> str:
@@ -240,15 +269,10 @@ def option_schema(names: Sequence[str] | None = None) -> dict[str, dict[str, Any
     Made from the fields, so the HTTP schema and the viewer page's form say
     what the flags say: ``type`` (from the flag's argparse type), ``enum`` (a
     registry's names: the levels registered when this is called),
-    ``description`` (the flag's help), ``minimum``/``maximum`` (what
-    :func:`validate_options` takes) and ``default`` where None means a fixed
-    value (``penalty``: :class:`~headseg.segmenter.topics.TopicParams`' own).
+    ``description`` (the flag's help), ``minimum``/``maximum`` (the field's
+    ``bounds``, what :func:`validate_options` takes) and ``default`` (a choice's
+    own, or the value None stands for: the field's ``effective``).
     """
-    from .topics import TopicParams  # the search's defaults: read where they are declared
-
-    effective = {"level": SegmentOptions.level, "structure": SegmentOptions.structure,
-                 "penalty": TopicParams.penalty}
-    bounds = {"overlap": (0, MAX_COUNT), "penalty": (0, MAX_PENALTY), "depth": (1, MAX_DEPTH)}
     out: dict[str, dict[str, Any]] = {}
     for f in fields(SegmentOptions):
         if "cli" not in f.metadata or (names is not None and f.name not in names):
@@ -256,13 +280,13 @@ def option_schema(names: Sequence[str] | None = None) -> dict[str, dict[str, Any
         spec = cli_spec(SegmentOptions, f.name)
         prop: dict[str, Any] = {"description": spec["help"]}
         if "choices" in spec:
-            prop.update(type="string", enum=list(spec["choices"]))
+            prop.update(type="string", enum=list(spec["choices"]), default=f.default)
         else:
             prop["type"] = {int: "integer", float: "number"}[spec["type"]]
-            lo, hi = bounds.get(f.name, (1, MAX_COUNT))
+            lo, hi = f.metadata["bounds"]
             prop.update(minimum=lo, maximum=hi)
-        if f.name in effective:
-            prop["default"] = effective[f.name]
+        if "effective" in f.metadata:
+            prop["default"] = f.metadata["effective"]
         out[f.name] = prop
     if names is not None:
         out = {n: out[n] for n in names if n in out}

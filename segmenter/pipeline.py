@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -35,16 +36,17 @@ from headseg.analysis.profile import HeadProfile
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize
 
-from .encode import UnitEncoder, unit_token_ranges
 from .blocks import split_at_blocks
-from .levels import LevelContext, Prepared, get_level, topic_cuts, whitespace_result
-from .limits import TokenMeasure, split_oversized
+from .document import Document, TokenCount, unit_token_ranges
+from .encode import UnitEncoder
+from .levels import LevelContext, get_level, whitespace_result
+from .limits import split_oversized
 from .options import SegmentOptions, check_splitter
 from .speakers import content_spans
 from .structure import resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
-from .topics import TopicParams
+from .topics import TopicParams, document_boundaries
 from .units import UnitParams, find_units, group_tiny_runs
 
 __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOptions", "DEFAULT_BATCH_DOCS",
@@ -200,51 +202,55 @@ class Pipeline:
         texts = iterable_of(texts, "texts must be a list of str")
         _check_progress(progress)
         level = get_level(opts.level)
-        docs = [self._prepare(text, opts, progress=bool(progress) or bool(unit_progress)) for text in texts]
-        context = LevelContext(self.params, self.profile.hash())
+        docs = [self.document(text, opts, progress=bool(progress) or bool(unit_progress)) for text in texts]
+        request = opts.request()
+        context = LevelContext(self.params, self.profile.hash(),
+                               MappingProxyType({name: getattr(opts, name) for name in sorted(level.options)}))
         results: list[Segmentation | None] = [None if d.text.strip() else whitespace_result(d, opts.level)
                                               for d in docs]
         todo = [i for i, r in enumerate(results) if r is None]
-        vectors = (self.unit_vectors_many([(docs[i].doc, docs[i].units) for i in todo], progress=progress)
+        vectors = (self.unit_vectors_many([(docs[i].tokens, docs[i].units) for i in todo], progress=progress)
                    if todo and level.search else [None] * len(todo))
         for i, x in zip(todo, vectors):
-            results[i] = level.strategy(docs[i], x, opts, context)
-        if opts.segments is not None and level.segments:
+            results[i] = level.strategy(docs[i], x, request, context)
+        if opts.segments is not None and level.takes("segments"):
             _note_capped(results, opts.segments)
         return results
 
-    def _prepare(self, text: str, opts: SegmentOptions, progress: bool = False) -> Prepared:
-        """Tokenize ``text`` and find its units, each within the hard limits (none for whitespace only)."""
+    def document(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
+                 progress: bool = False) -> Document:
+        """The :class:`~headseg.segmenter.document.Document` of ``text``: tokenized once, its units found
+        (none for whitespace only) and cut to ``options``' hard limits, its features derived once;
+        every level reads it (``options``' structure, counter, splitter and limits apply)."""
         if not isinstance(text, str):
             raise InputError(f"expected text as str, got {type(text).__name__}")
+        opts = SegmentOptions.of(options)
         structure = resolve_structure(text, opts.structure)
         text = str(text)  # a MarkdownText has said what it is: the result holds a plain str
-        doc = tokenize(text, self._encoder.tokenizer)
-        measure = TokenMeasure(text, doc, opts.counter)
+        tokens = tokenize(text, self._encoder.tokenizer)
+        count = TokenCount(text, tokens, opts.counter)
         if not text.strip():
             # Nothing to compare: only the hard limits can cut whitespace.
             units = [(0, len(text))] if text else []
         else:
             splitter = self.sentence_splitter if opts.sentence_splitter is None else opts.sentence_splitter
-            units = self.units(text, doc=doc, sentence_splitter=splitter, progress=progress)
+            units = self.units(text, doc=tokens, sentence_splitter=splitter, progress=progress)
             if structure is not None:
                 units = split_at_blocks(text, units, structure)  # no unit straddles a block
-            ranges = unit_token_ranges(doc, units)
+            ranges = unit_token_ranges(tokens, units)
             units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
                                     structure.breaks() if structure is not None else ())
-        return Prepared(text, doc, measure, split_oversized(text, doc, units, opts.max_chars, opts.max_tokens,
-                                                            measure), structure)
+        units = split_oversized(text, tokens, units, opts.max_chars, opts.max_tokens, count)
+        return Document.build(text, tokens, units, structure, count)
 
-    def topic_boundaries(self, x: np.ndarray, text: str, doc: TokenizedText, units: Sequence[tuple[int, int]],
-                         opts: SegmentOptions, measure: TokenMeasure | None = None) -> tuple[list[int], list[float]]:
-        """Unit indices that open topic segments 2..m of ``text``, and their boundary strengths.
+    def topic_boundaries(self, x: np.ndarray, doc: Document,
+                         options: SegmentOptions | Mapping[str, Any] | None = None) -> tuple[list[int], list[float]]:
+        """Unit indices that open topic segments 2..m of ``doc`` (:meth:`document`), and their strengths.
 
-        ``x [U, D]``: the unit vectors of ``units``; the search's preparation and the
+        ``x [U, D]``: the unit vectors of ``doc``'s units; the search's preparation and the
         search are :func:`~headseg.segmenter.topics.document_boundaries`'.
         """
-        measure = measure or TokenMeasure(text, doc, opts.counter)
-        return topic_cuts(Prepared(text, doc, measure, list(units), resolve_structure(text, opts.structure)),
-                          x, opts, self.params)
+        return document_boundaries(doc, x, SegmentOptions.of(options).request(), self.params)
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",

@@ -59,13 +59,16 @@ class SegmentCost:
         if max_size is not None and s.size and s.max() > max_size:
             raise HeadsegError("a single unit is larger than the maximum segment size; split units first")
 
-    def costs_ending_at(self, b: int) -> tuple[np.ndarray, np.ndarray]:
-        """Start indices ``a`` and costs of every feasible span ``[a, b)``."""
+    def costs_ending_at(self, b: int, opens: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Start indices ``a`` and costs of every feasible span ``[a, b)`` (``opens [n]``: only the
+        starts where it is True; None: every start)."""
         lo = max(0, b - self.max_units)
         a = np.arange(lo, b)
         if self.max_size is not None:
             ok = self.cs[b] - self.cs[a] <= self.max_size + 1e-9
             a = a[ok]
+        if opens is not None:
+            a = a[opens[a]]
         if a.size == 0:
             return a, np.zeros(0)
         length = np.maximum(self.cw[b] - self.cw[a], 1e-12)
@@ -81,18 +84,20 @@ class SegmentCost:
         return float((self.cq[b] - self.cq[a]) - sx @ sx / max(self.cw[b] - self.cw[a], 1e-12))
 
 
-def span_objective(cost: SegmentCost, penalty: float | np.ndarray = 0.0, extra=None):
+def span_objective(cost: SegmentCost, penalty: float | np.ndarray = 0.0, extra=None,
+                   opens: np.ndarray | None = None):
     """The cost of every feasible segment ending at ``b``, penalty and extra included: ``b -> (starts, costs)``.
 
     A segment ``[a, b)`` costs its scatter, plus ``penalty`` (one number, or
     ``penalty[a]`` from an array ``[n + 1]`` indexed by the segment's start),
     plus ``extra(a, b)`` (``(starts [m], end) -> [m]``, a surcharge on short
     segments, say).  The one definition of the objective both searches minimise.
+    ``opens [n]``: only the segments starting where it is True (None: all).
     """
     per_start = _per_start(penalty, cost.n)
 
     def spans(b: int) -> tuple[np.ndarray, np.ndarray]:
-        a, c = cost.costs_ending_at(b)
+        a, c = cost.costs_ending_at(b, opens)
         if a.size == 0:
             return a, c
         c = c + (penalty[a] if per_start else penalty)
@@ -117,16 +122,29 @@ def partition_penalised(cost: SegmentCost, penalty: float | np.ndarray, extra=No
     ``penalty``: one number per segment, or an array ``[n + 1]`` indexed by the
     segment's start (a penalty that varies along the document).  ``extra``: an
     optional ``(starts [m], end) -> [m]`` cost added to each span (a surcharge
-    on short segments, say); :func:`span_objective`.  Cost: O(n · max_units · D).
+    on short segments, say); :func:`span_objective`.  Cost: O(n · max_units · D), over the starts a
+    segment may open at only: a start whose penalty is ``+inf`` (a cut the text's structure or a
+    segment tree's finer level forbids) costs nothing, so a tree's coarse levels, which may open only
+    where the finer level does, cost about as many spans as that level has segments.
     """
     n = cost.n
-    spans = span_objective(cost, penalty, extra)
+    # A segment never opens where its penalty is +inf, so its spans are not computed, and none
+    # ends just before it (the next segment would open there): those ends stay at +inf.  The
+    # minimum is the same, ties broken alike (the first start among the finite totals).
+    opens = np.isfinite(np.asarray(penalty, dtype=np.float64)[:n]) if _per_start(penalty, n) else None
+    if opens is not None and opens.all():
+        opens = None
+    spans = span_objective(cost, penalty, extra, opens)
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     back = np.zeros(n + 1, dtype=np.int64)
     for b in range(1, n + 1):
+        if opens is not None and b < n and not opens[b]:
+            continue
         a, c = spans(b)
         if a.size == 0:
+            if opens is not None:
+                continue  # no allowed start reaches b: an end no segmentation uses
             raise HeadsegError("no feasible segmentation under the size limits")
         total = best[a] + c
         i = int(np.argmin(total))

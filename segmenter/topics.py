@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -32,16 +31,13 @@ from headseg.analysis.errors import HeadsegError
 
 from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
-from .limits import SizeLimits, TokenMeasure, repair_cuts
-from .lines import (DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, heading_units,
-                    line_groups, lines_are_paragraphs, open_groups_at, paragraph_bonus, paragraph_starts,
-                    starts_same_line)
+from .document import Document
+from .limits import SizeLimits, repair_cuts
+from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average  # noqa: F401 (read here)
+from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
+from .request import SearchRequest
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
                      partition_penalised)
-
-if TYPE_CHECKING:  # the options are read here, never built (options.py validates levels, which run this)
-    from .options import SegmentOptions
-    from .structure import Structure
 
 
 @dataclass
@@ -149,7 +145,8 @@ def unit_weights(tokens, params: TopicParams) -> np.ndarray | None:
 
 
 def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, penalty: float | None = None,
-                     tokens=None, prior=None, cut_prior: CutPrior | None = None) -> tuple[np.ndarray, object]:
+                     tokens=None, prior=None, cut_prior: CutPrior | None = None,
+                     memo: StatisticsMemo | None = None) -> tuple[np.ndarray, object]:
     """What a segment costs beyond its scatter: the per-start penalty ``beta [n + 1]`` and ``extra(starts, end)``.
 
     ``beta`` is :func:`boundary_penalty` (raised to the whole document's scatter
@@ -163,7 +160,7 @@ def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pena
     beta + extra (the search for exactly k segments, :func:`exact_k_objective`,
     the scatter, the prior and its own short-segment prior).
     """
-    beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty)
+    beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty, memo)
     if params.min_spread and len(x) and float(np.square(x - x.mean(axis=0)).sum(axis=1).mean()) < params.min_spread:
         # no topic structure: a segment costs more than all the scatter cuts could save
         beta = np.maximum(beta, cost.cost(0, cost.n))
@@ -184,7 +181,8 @@ def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pena
 
 
 def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments: int | None = None,
-                penalty: float | None = None, tokens=None, prior=None, cut_prior: CutPrior | None = None) -> list[int]:
+                penalty: float | None = None, tokens=None, prior=None, cut_prior: CutPrior | None = None,
+                memo: StatisticsMemo | None = None) -> list[int]:
     """Unit indices that open segments 2..m: exactly ``segments`` of them, or the penalised optimum.
 
     The penalised search minimises the scatter plus :func:`search_objective`'s
@@ -200,7 +198,7 @@ def search_cuts(cost: SegmentCost, x: np.ndarray, params: TopicParams, segments:
         beta, extra = exact_k_objective(cost, x, params, penalty, tokens, prior, segments=segments,
                                         cut_prior=cut_prior)
         return partition_k(cost, min(segments, cost.n), beta, extra)
-    beta, extra = search_objective(cost, x, params, penalty, tokens, prior, cut_prior=cut_prior)
+    beta, extra = search_objective(cost, x, params, penalty, tokens, prior, cut_prior=cut_prior, memo=memo)
     return partition_penalised(cost, beta, extra=extra)
 
 
@@ -244,78 +242,10 @@ def exact_k_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pen
     return start, extra
 
 
-def boundary_penalty(x: np.ndarray, params: TopicParams, penalty: float) -> np.ndarray:
-    """Penalty of a segment by the unit it starts at ``[n + 1]``: ``σ² · max(1 + penalty · R, floor)``.
-
-    ``σ²`` (local noise) and ``R`` (correlation length) are measured on the units
-    within ``params.window`` of the start; see :class:`TopicParams`.
-    """
-    n = len(x)
-    s2, acf = local_statistics(x, params.window, params.max_lag)
-    # the autocorrelation up to its first non-positive lag (of its moving average), in units of its
-    # first lag, and at most a quarter of the units the statistics saw: on a handful of units a
-    # near-zero first lag before a larger second one made a length of a few units read as twenty
-    # (a bar seven times the noise), while on any text of some length the cap is far off
-    keep = np.cumprod(moving_average(acf, params.acf_smoothing) > 0, axis=1)
-    first = acf[:, 0] if acf.shape[1] else np.zeros(n + 1)
-    length = np.where(first > 0, (acf * keep).sum(axis=1) / np.maximum(first, 1e-12), 0.0)
-    seen = np.minimum(np.arange(n + 1) + params.window, n) - np.maximum(np.arange(n + 1) - params.window, 0)
-    length = np.minimum(length, seen / 4.0)
-    return params.scale * s2 * np.maximum(1.0 + penalty * length, params.floor)
-
-
-def moving_average(a: np.ndarray, width: int) -> np.ndarray:
-    """``a [R, L]`` averaged along its last axis over ``width`` (odd) centred values; the edges keep theirs."""
-    h = width // 2
-    if h == 0 or a.shape[-1] < width:
-        return a
-    c = np.concatenate([np.zeros(a.shape[:-1] + (1,)), np.cumsum(a, axis=-1)], axis=-1)
-    out = a.copy()
-    out[..., h:a.shape[-1] - h] = (c[..., width:] - c[..., :-width]) / width
-    return out
-
-
-def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarray, np.ndarray]:
-    """Local noise ``[n + 1]`` and autocorrelation ``[n + 1, L]`` around each unit boundary.
-
-    Around boundary ``i`` the window is units ``[i − window, i + window)``.  The
-    noise is half the mean squared distance between adjacent units there; the
-    autocorrelation at lag ``l`` the mean dot product (the cosine, for unit-length
-    vectors) of unit pairs ``l`` apart that start there, minus the mean of all
-    pairs of the window (centring a
-    short document on its mean pushes every cosine down by about ``1/(n − 1)``,
-    which a long one does not feel; relative to the window's own average pair
-    both read the same).  Prefix sums keep this O(n · L · D).
-    """
-    n = len(x)
-    lags = max(min(max_lag, n - 1), 0)
-    pos = np.arange(n + 1)
-    lo = np.clip(pos - window, 0, n)
-    hi = np.clip(pos + window, 0, n)
-    d = x[1:] - x[:-1]
-    sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
-    a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
-    s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
-    s2 = np.maximum(s2, 1e-9)
-    acf = np.zeros((n + 1, lags))
-    for l in range(1, lags + 1):
-        # pairs (j, j + l) with j in [lo, min(hi, n − l))
-        c = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x[:-l], x[l:]))])
-        top = np.minimum(hi, n - l)
-        count = np.maximum(top - lo, 0)
-        acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
-    cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-    tot = cx[hi] - cx[lo]
-    cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
-    m = (hi - lo).astype(np.float64)
-    base = (np.einsum("ij,ij->i", tot, tot) - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
-    return s2, acf - base[:, None]
-
-
 def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
                      penalty: float | None = None, tokens=None, same_line=None, headings=None,
                      limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
-                     allowed=None) -> tuple[list[int], list[float]]:
+                     allowed=None, memo: StatisticsMemo | None = None) -> tuple[list[int], list[float]]:
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
 
     ``tokens [U]``: the units' token counts, for the unit weights, the
@@ -329,7 +259,8 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
     prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
     open and what opening one saves), None for none.  ``allowed``: the only units after the first where
-    a segment may open (a segment tree's finer level; None: any).
+    a segment may open (a segment tree's finer level; None: any).  ``memo``: the local statistics of
+    an earlier search over the same vectors (:class:`~headseg.segmenter.penalty.StatisticsMemo`).
     """
     params = params or TopicParams()
     n = len(x)
@@ -372,61 +303,66 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
         cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights, penalty=beta, extra=extra)
     else:
         cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
-                           prior=None if limits is None else limits.length_prior, cut_prior=cut_prior)
+                           prior=None if limits is None else limits.length_prior, cut_prior=cut_prior, memo=memo)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
     scores = boundary_strength(cost, cuts)
     return (cuts if first is None else [int(first[c]) for c in cuts]), scores
 
 
-def document_boundaries(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
-                        measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
-                        structure: "Structure | None" = None, allowed=None) -> tuple[list[int], list[float]]:
-    """Topic boundaries of one document: the search's preparation from its text, then :func:`topic_boundaries`.
+def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
+                        headings_up_to: int | None = None, allowed=None,
+                        memo: StatisticsMemo | None = None) -> tuple[list[int], list[float]]:
+    """Topic boundaries of one document: the search's preparation from its features, then :func:`topic_boundaries`.
 
-    ``x [U, D]``: the unit vectors of ``units`` (character spans tiling
-    ``text``), ``tokens [U]`` their model tokens, ``measure`` the counter of
-    ``opts.max_tokens``.  From the text come the line groups and headings the
-    search compares as one item; from ``opts`` the hard size limits and the size
-    target; under a size target, the structural prior that makes a cut at a line
-    break or before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).
-    The discounts belong to the target, so with exactly ``opts.segments`` segments,
-    where the target is not paid, they are not either.  ``structure``: the text's
-    Markdown structure (:mod:`~headseg.segmenter.structure`; None: plain text), whose
-    blocks and headings enter as a cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`:
-    no cut inside a block that fits the limits, a bonus before a heading); its headings
-    replace the heuristic ones; ``allowed``: as :func:`topic_boundaries`'.
+    ``x [U, D]``: the unit vectors of ``doc``'s units.  From the document come the
+    line groups and headings the search compares as one item (its features, derived
+    once: :class:`~headseg.segmenter.document.Document`); from ``request`` the hard
+    size limits, the size target, the number of segments, the penalty and its scale;
+    under a size target, the structural prior that makes a cut at a line break or
+    before a heading cheaper (:func:`~headseg.segmenter.lines.cut_discounts`).  The
+    discounts belong to the target, so with exactly ``request.segments`` segments,
+    where the target is not paid, they are not either.  The document's Markdown
+    structure (None: plain text), down to heading level ``headings_up_to`` (None:
+    every heading; a segment tree's coarser levels drop the deeper ones), enters as a
+    cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`: no cut inside a
+    block that fits the limits, a bonus before a heading); its headings replace the
+    heuristic ones; ``allowed`` and ``memo``: as :func:`topic_boundaries`'.
     Returns the unit indices that open segments 2..m and their strengths.
     """
     params = params or TopicParams()
-    params = replace(params, max_units=units_bound(units, structure, params.max_units))  # a long block kept whole
-    same_line = starts_same_line(text, units)
+    structure = doc.structure
+    if structure is not None and headings_up_to is not None:
+        structure = structure.up_to(headings_up_to)
+    units, tokens, same_line = doc.units, doc.unit_tokens, doc.same_line
+    # a long block kept whole; the request's scale on every penalty and prior (a tree's coarser levels)
+    params = replace(params, max_units=units_bound(units, structure, params.max_units),
+                     scale=params.scale * request.scale)
     own = params.heading_tokens
     marked = None if structure is None else heading_mask(units, structure)
-    prose = lines_are_paragraphs(text, units, same_line)
-    if opts.size_target is None or opts.segments is not None:
-        headings = heading_units(text, units, tokens, own, same_line=same_line) if marked is None else marked
-        bonus = paragraph_bonus(paragraph_starts(text, units, same_line, prose), params.paragraph_bonus,
-                                params.paragraph_count, params.paragraph_surcharge)
+    target = request.target_tokens
+    if target is None or request.segments is not None:
+        headings = doc.headings(own) if marked is None else marked
+        bonus = paragraph_bonus(doc.paragraph_starts, params.paragraph_bonus, params.paragraph_count,
+                                params.paragraph_surcharge)
         prior = None if bonus is None else CutPrior.of_bonus(bonus)
     else:
-        # one pass finds the headings of both lengths: the search's own and the discount's longer ones
-        titled = (heading_units(text, units, tokens, max(own, DISCOUNT_HEADING_TOKENS), same_line=same_line)
-                  if marked is None else marked & (tokens <= DISCOUNT_HEADING_TOKENS))
+        titled = (doc.headings(max(own, DISCOUNT_HEADING_TOKENS)) if marked is None
+                  else marked & (tokens <= DISCOUNT_HEADING_TOKENS))
         headings = titled if marked is not None else (titled & (tokens <= own) if own
                                                       else np.zeros(len(units), dtype=bool))
-        prior = CutPrior.of_bonus(cut_discounts(text, units, tokens, same_line,
+        prior = CutPrior.of_bonus(cut_discounts(doc.text, units, tokens, same_line,
                                                 headings=titled & (tokens <= DISCOUNT_HEADING_TOKENS)))
-    shaped = structure_prior(text, units, structure, measure, opts.max_chars, opts.max_tokens, params.max_units)
+    shaped = structure_prior(doc, structure, request.max_chars, request.max_tokens, params.max_units)
     if shaped is not None:
         prior = shaped if prior is None else prior.combine(shaped)
-    if opts.size_target is None and prose:
+    if target is None and doc.prose:
         # prose in paragraphs: its sentences are compared one by one, never as one line's group (under
         # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)
-    limits = SizeLimits.of(units, measure, opts.max_chars, opts.min_chars, opts.max_tokens, opts.size_target)
-    return topic_boundaries(x, params, opts.segments, opts.penalty, tokens=tokens, same_line=same_line,
-                            headings=headings, limits=limits, cut_prior=prior, allowed=allowed)
+    limits = SizeLimits.of(doc, request.max_chars, request.min_chars, request.max_tokens, target)
+    return topic_boundaries(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
+                            headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo)
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,

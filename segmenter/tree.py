@@ -42,19 +42,17 @@ greedy), with the exact penalised optimum (Jackson et al. 2005) at each level.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.segments import Node
 
-from .limits import TokenMeasure
+from .document import Document
+from .penalty import StatisticsMemo
+from .request import TARGET_FRACTION, SearchRequest
 from .topics import TopicParams, document_boundaries
-
-if TYPE_CHECKING:
-    from .options import SegmentOptions
-    from .structure import Structure
 
 #: the penalty scale between one level of the tree and the next finer one
 TREE_SCALE = 3.0
@@ -76,35 +74,39 @@ class TreeLevel:
     scores: tuple[float, ...]
 
 
-def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], tokens: np.ndarray,
-                measure: TokenMeasure, opts: "SegmentOptions", params: TopicParams | None = None,
-                structure: "Structure | None" = None, depth: int | None = None) -> list[TreeLevel]:
+def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
+                depth: int | None = None) -> list[TreeLevel]:
     """The levels of the segment tree of one document, coarsest first, the leaves last.
 
-    Arguments as :func:`~headseg.segmenter.topics.document_boundaries` (``x [U, D]`` the unit vectors,
-    ``tokens [U]`` their model tokens, ``measure`` the counter of ``opts.max_tokens``); ``depth``: the
-    most levels below the document (fewer where a level is already one segment; None: the text
-    decides, see the module's docstring).  Every level's cuts contain the cuts of the level before it;
-    no two consecutive levels are equal, so no node has a single child; the last level is the flat
-    segmentation of ``opts``.  A text with one unit has one level without cuts.
+    Arguments as :func:`~headseg.segmenter.topics.document_boundaries` (``x [U, D]`` the unit vectors
+    of ``doc``'s units, ``request`` the leaves' limits and size target; its ``segments`` is not read:
+    a tree's sizes come from its scales); ``depth``: the most levels below the document (fewer where
+    a level is already one segment; None: the text decides, see the module's docstring).  Every
+    level's cuts contain the cuts of the level before it; no two consecutive levels are equal, so no
+    node has a single child; the last level is the flat segmentation of ``request``.  A text with
+    one unit has one level without cuts.
     """
     params = params or TopicParams()
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise HeadsegError(f"depth must be a positive integer (got {depth!r})")
+    units = doc.units
     if len(units) < 2:
         return [TreeLevel((), ())]
-    leaf_opts = replace(opts, level="topic", segments=None, overlap=None, depth=None)
+    leaves = replace(request, segments=None)
 
-    def level_opts(k: int) -> "SegmentOptions":
-        """The leaves' options; above them, the size limits ``TREE_SCALE ** k`` times the leaves' (a size
-        target with them, as flat headseg's for one limit) or none where the leaves have none."""
+    def level_request(k: int) -> SearchRequest:
+        """The leaves' request; above them, the size limits ``TREE_SCALE ** k`` times the leaves' (a size
+        target with them, as flat headseg's for one limit) or none where the leaves have none, and
+        the penalty scale ``TREE_SCALE ** k``."""
         if not k:
-            return leaf_opts
+            return leaves
         grow = TREE_SCALE ** k
-        return replace(leaf_opts, min_chars=None, target_tokens=None,
-                       max_chars=None if opts.max_chars is None else int(opts.max_chars * grow),
-                       max_tokens=None if opts.max_tokens is None else int(opts.max_tokens * grow))
+        cap = None if request.max_tokens is None else int(request.max_tokens * grow)
+        return replace(leaves, min_chars=None, scale=request.scale * grow,
+                       max_chars=None if request.max_chars is None else int(request.max_chars * grow),
+                       max_tokens=cap, target_tokens=None if cap is None else TARGET_FRACTION * cap)
 
+    structure = doc.structure
     heads = structure.headings if structure is not None else ()
     present = sorted({h.level for h in heads})
     def makes_sections(lv: int) -> bool:
@@ -113,24 +115,24 @@ def tree_levels(x: np.ndarray, text: str, units: Sequence[tuple[int, int]], toke
 
     top = next((j for j, lv in enumerate(present) if makes_sections(lv)), len(present) - 1)
 
-    def level_structure(k: int) -> "Structure | None":
-        """The leaves see every heading; each level above drops the deepest heading level left, down to
-        the highest ones that still make sections, so ``##`` sections anchor the top of the tree and
-        ``###`` ones only the bottom."""
+    def level_headings(k: int) -> int | None:
+        """The leaves see every heading (None); each level above drops the deepest heading level left,
+        down to the highest ones that still make sections, so ``##`` sections anchor the top of the
+        tree and ``###`` ones only the bottom."""
         if not k or len(present) < 2:
-            return structure
-        return structure.up_to(present[max(top, len(present) - 1 - k)])
+            return None
+        return present[max(top, len(present) - 1 - k)]
 
     def search(k: int, finer: Sequence[int] | None) -> TreeLevel:
         scale = TREE_SCALE ** k
         # a segment of the finer level is never longer than the coarse search may consider
         longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
-        p = replace(params, scale=params.scale * scale,
-                    max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
-        cuts, scores = document_boundaries(x, text, units, tokens, measure, level_opts(k), p,
-                                           structure=level_structure(k), allowed=finer)
+        p = replace(params, max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
+        cuts, scores = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
+                                           allowed=finer, memo=memo)
         return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
 
+    memo = StatisticsMemo()  # the levels search the same vectors: their local statistics, measured once
     most = depth if depth is not None else TREE_MAX_DEPTH
     out = [search(0, None)]
     k = 1

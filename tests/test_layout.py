@@ -2,9 +2,11 @@
 
 Reads the sources with :mod:`ast` (nothing is imported), resolves the
 ``headseg.*`` names through ``pyproject.toml``'s ``package-dir`` mapping, and
-walks every import statement, including those inside functions: an import
-that runs late is still a dependency, and two modules that import each other
-late are one module in two files.
+walks every import statement, including those inside functions and under
+``if TYPE_CHECKING:``: an import that runs late is still a dependency, two
+modules that import each other late are one module in two files, and a type
+one module names from another is a dependency of its design even when Python
+never runs the import.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ast
 import re
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
@@ -50,25 +53,29 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
-    while node in parents:
-        node = parents[node]
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            return True
-    return False
+#: the segmentation strategies and the search: they take a ``SearchRequest``, never the options
+#: (``segmenter/options.py`` reads the levels' registry, so a strategy reading the options is a circle)
+STRATEGY_MODULES = tuple(f"headseg.segmenter.{m}" for m in (
+    "levels", "topics", "tree", "search", "cuts", "blocks", "lines", "limits", "penalty", "document", "request"))
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules that module ``name`` (file ``path``) imports anywhere in its code."""
+    """The package modules that module ``name`` (file ``path``) imports anywhere in its code (inside
+    functions and under ``if TYPE_CHECKING:`` too)."""
+    return {t for t, _ in imported(name, path, known)}
+
+
+def imported(name: str, path: Path, known: set[str]) -> set[tuple[str, str]]:
+    """``(module, name)`` for every package module that module ``name`` (file ``path``) imports, and each
+    name it imports from it (``"*"`` for the module itself), anywhere in its code."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     is_pkg = path.name == "__init__.py"
-    out: set[str] = set()
+    out: set[tuple[str, str]] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)) or _type_checking_only(node, parents):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
+            targets = [(a.name, "*") for a in node.names]
         else:
             base = node.module or ""
             if node.level:
@@ -76,12 +83,13 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             # `from pkg import mod` imports the module pkg.mod when there is one
-            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
-        for t in targets:
+            targets = [(f"{base}.{a.name}", "*") if f"{base}.{a.name}" in known else (base, a.name)
+                       for a in node.names]
+        for t, what in targets:
             while t and t not in known:
                 t = t.rpartition(".")[0]
             if t and t != name:
-                out.add(t)
+                out.add((t, what))
     return out
 
 
@@ -142,6 +150,19 @@ def test_cycle_finder_finds_a_late_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def test_the_walk_sees_type_checking_imports_and_the_names_imported(tmp_path):
+    src = tmp_path / "a.py"
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import Thing\n"
+                   "def f():\n    from . import c\n", encoding="utf-8")
+    known = {"p", "p.a", "p.b", "p.c"}
+    assert imported("p.a", src, known) == {("p.b", "Thing"), ("p.c", "*")}
+    # a cycle made only through a TYPE_CHECKING import is a cycle
+    other = tmp_path / "b.py"
+    other.write_text("from . import a\n", encoding="utf-8")
+    graph = {"p.a": imports_of("p.a", src, known), "p.b": imports_of("p.b", other, known)}
+    assert cycles(graph) == [["p.a", "p.b"]]
+
+
 def test_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
@@ -170,6 +191,38 @@ def test_the_segmenter_depends_on_a_contract_not_on_the_engine():
     # serving engine (export) nor the front door (headseg.*, which chooses and builds the engine)
     graph = import_graph()
     assert not _leaves(graph, "headseg.segmenter", ("headseg.analysis", "headseg.segmenter"))
+
+
+def options_readers(mods: dict[str, Path], strategies: Sequence[str]) -> dict[str, list[str]]:
+    """The ``strategies`` (module names) that import the options module or ``SegmentOptions``, with what."""
+    known = set(mods)
+    out = {}
+    for m in strategies:
+        bad = sorted(f"{t}:{what}" for t, what in imported(m, mods[m], known)
+                     if t == "headseg.segmenter.options" or what == "SegmentOptions")
+        if bad:
+            out[m] = bad
+    return out
+
+
+def test_strategies_take_a_request_not_the_options():
+    # a strategy or the search reads a SearchRequest and its level's declared options: never the whole
+    # SegmentOptions (that was options.py <-> levels.py <-> topics.py / tree.py, through TYPE_CHECKING)
+    mods = modules()
+    assert set(STRATEGY_MODULES) <= set(mods), sorted(set(STRATEGY_MODULES) - set(mods))
+    assert not options_readers(mods, STRATEGY_MODULES)
+
+
+def test_the_options_rule_can_fail(tmp_path):
+    f = tmp_path / "s.py"
+    f.write_text("if TYPE_CHECKING:\n    from .options import SegmentOptions\n", encoding="utf-8")
+    g = tmp_path / "t.py"
+    g.write_text("from headseg.segmenter import SegmentOptions\n", encoding="utf-8")
+    mods = {"headseg.segmenter.s": f, "headseg.segmenter.t": g, "headseg.segmenter.options": f,
+            "headseg.segmenter": g}
+    assert options_readers(mods, ("headseg.segmenter.s", "headseg.segmenter.t")) == {
+        "headseg.segmenter.s": ["headseg.segmenter.options:SegmentOptions"],
+        "headseg.segmenter.t": ["headseg.segmenter:SegmentOptions"]}
 
 
 def test_the_engine_room_stands_on_the_floor_alone():

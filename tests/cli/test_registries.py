@@ -24,9 +24,9 @@ def pairs_level(monkeypatch):
     monkeypatch.setattr(levels, "_REGISTRY", dict(levels._REGISTRY))
 
     @levels.register_level("pairs", "units two by two", search=False)
-    def pairs(d, x, opts, ctx):
+    def pairs(d, x, request, ctx):
         starts = [a for a, _ in d.units[2::2]]
-        return d.measure.counted(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
+        return d.finish(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
 
     return pairs
 

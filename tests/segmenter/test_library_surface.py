@@ -114,7 +114,7 @@ def test_a_bad_progress_argument_is_refused_before_any_work(segmenter, monkeypat
     def no_work(*args, **kwargs):
         raise AssertionError("tokenized a text for a call with a bad argument")
 
-    monkeypatch.setattr(segmenter, "_prepare", no_work)
+    monkeypatch.setattr(segmenter, "document", no_work)
     with pytest.raises(HeadsegError, match="progress must be"):
         segmenter.segment(TOPICS, progress="yes")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from headseg.analysis.text import tokenize
-from headseg.segmenter.limits import TokenMeasure
+from headseg.segmenter.document import TokenCount
 from headseg.segmenter.structure import (MarkdownText, MdxText, as_read, check_structure, looks_like_markdown,
                                          read_markdown, resolve_structure)
 
@@ -147,7 +147,7 @@ def test_segments_keep_fitting_code_and_tables_whole(seg, page, budget):
     assert all(s.start == p.end for p, s in zip(r.segments, r.segments[1:]))
     if budget is not None:
         assert all(s.token_count <= budget for s in r)
-    measure = TokenMeasure(text, tokenize(text, seg.encoder.tokenizer), None)
+    measure = TokenCount(text, tokenize(text, seg.encoder.tokenizer), None)
     for a, b in _fences(text) + _tables(text):
         if budget is None or measure.span(a, b) <= budget:
             assert not [c for c in r.boundaries if a < c < b], (text[a:b][:40], budget)

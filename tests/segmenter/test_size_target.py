@@ -10,7 +10,8 @@ from headseg.analysis.errors import InputError
 from headseg.analysis.text import tokenize
 from headseg.api import Segmenter
 from headseg.segmenter.evaluation.retrieval import Question, RetrievalSet, evaluate_chunks
-from headseg.segmenter.limits import SizeLimits, TokenMeasure, overlap_chunks
+from headseg.segmenter.document import Document, TokenCount
+from headseg.segmenter.limits import SizeLimits, overlap_chunks
 from headseg.segmenter.options import TARGET_FRACTION, SegmentOptions
 
 TOPICS = [
@@ -31,29 +32,21 @@ def count(seg, s: str) -> int:
     return len(seg.loaded.tokenizer.encode(s)[0])
 
 
-class _Chars:
-    """A measure counting characters as tokens, for hand-made overlap cases."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def span(self, s: int, e: int) -> int:
-        return e - s
-
-
-def test_overlap_chunks_exact_offsets_by_hand():
+def test_overlap_chunks_exact_offsets_by_hand(seg):
     text = "Aa. Bb. Cc. Dd. Ee. Ff."
-    units = [(0, 3), (4, 7), (8, 11), (12, 15), (16, 19), (20, 23)]
+    units = [(0, 4), (4, 8), (8, 12), (12, 16), (16, 20), (20, 23)]
+    # a counter of characters, for hand-made token limits
+    tokens = tokenize(text, seg.loaded.tokenizer)
+    d = Document.build(text, tokens, units, count=TokenCount(text, tokens, len))
     # segments: units 0-1 | 2-4 | 5  -> text[0:8], text[8:20], text[20:23]
-    m = _Chars(text)
-    assert overlap_chunks(units, [2, 5], 1, m, None, None) == [[0, 8], [4, 20], [16, 23]]
+    assert overlap_chunks(d, [2, 5], 1, None, None) == [[0, 8], [4, 20], [16, 23]]
     # two units back, but never past the start of the segment before
-    assert overlap_chunks(units, [2, 5], 2, m, None, None) == [[0, 8], [0, 20], [12, 23]]
-    assert overlap_chunks(units, [2, 5], 9, m, None, None) == [[0, 8], [0, 20], [8, 23]]
+    assert overlap_chunks(d, [2, 5], 2, None, None) == [[0, 8], [0, 20], [12, 23]]
+    assert overlap_chunks(d, [2, 5], 9, None, None) == [[0, 8], [0, 20], [8, 23]]
     # a hard limit stops the overlap where the next unit would not fit: text[0:20] is 20 > 16 chars
-    assert overlap_chunks(units, [2, 5], 2, m, 16, None) == [[0, 8], [4, 20], [12, 23]]
+    assert overlap_chunks(d, [2, 5], 2, 16, None) == [[0, 8], [4, 20], [12, 23]]
     # text[4:20] is 16 > 12 "tokens": the middle segment repeats nothing
-    assert overlap_chunks(units, [2, 5], 2, m, None, 12) == [[0, 8], [8, 20], [12, 23]]
+    assert overlap_chunks(d, [2, 5], 2, None, 12) == [[0, 8], [8, 20], [12, 23]]
 
 
 def test_overlap_through_the_api(seg):
@@ -102,7 +95,7 @@ def test_defaults_unchanged_without_limits_or_new_options(seg):
     doc = tokenize(TEXT, seg.loaded.tokenizer)
     units = seg.units(TEXT)
     # no limit and no target: no SizeLimits, so the search is the one of before
-    assert SizeLimits.of(units, TokenMeasure(TEXT, doc, None), None, None, None, None) is None
+    assert SizeLimits.of(Document.build(TEXT, doc, units), None, None, None, None) is None
     r = seg.segment(TEXT)
     assert "chunks" not in r.meta
     assert [s.start for s in seg.segment(TEXT, overlap=0)] == [s.start for s in r]

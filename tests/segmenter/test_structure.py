@@ -12,7 +12,7 @@ from headseg.analysis.errors import InputError
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import tokenize
 from headseg.segmenter.blocks import split_at_blocks, structure_prior
-from headseg.segmenter.limits import TokenMeasure
+from headseg.segmenter.document import Document, TokenCount
 from headseg.segmenter.options import SegmentOptions
 from headseg.segmenter.structure import (MarkdownText, as_read, looks_like_markdown, read_markdown,
                                          resolve_structure)
@@ -129,13 +129,11 @@ def test_units_never_straddle_a_block():
 
 
 def _prior(text, tokenizer, max_tokens):
-    doc = tokenize(text, tokenizer)
-    measure = TokenMeasure(text, doc, None)
     s = read_markdown(text)
     from headseg.analysis.text import split_sentences
 
     units = split_at_blocks(text, split_sentences(text), s)
-    return units, structure_prior(text, units, s, measure, None, max_tokens, 400)
+    return units, structure_prior(Document.build(text, tokenize(text, tokenizer), units, s), s, None, max_tokens, 400)
 
 
 def test_prior_forbids_inside_fitting_blocks_and_rewards_headings(tokenizer):
@@ -193,7 +191,7 @@ def test_segmentation_keeps_fitting_blocks_and_cuts_large_ones_between_lines(seg
         assert all(s.token_count <= budget for s in r)
     st = read_markdown(text)
     doc = tokenize(text, seg.encoder.tokenizer)
-    measure = TokenMeasure(text, doc, None)
+    measure = TokenCount(text, doc, None)
     cuts = r.boundaries
     for b in st.blocks:
         if b.kind not in ("code", "table"):

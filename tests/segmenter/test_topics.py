@@ -179,11 +179,11 @@ def test_local_statistics_match_a_direct_computation():
 def test_correlation_length_reads_past_one_noisy_lag_when_smoothed(monkeypatch):
     """``R`` sums the autocorrelation to its first non-positive lag; with ``acf_smoothing`` it is the first
     non-positive lag of the moving average that ends the sum (recomputed by hand)."""
-    from headseg.segmenter import topics
+    from headseg.segmenter import penalty, topics
 
     acf_row = np.array([1.0, -0.01, 0.5, 0.2, -0.3, 0.1])
     s2 = np.array([2.0, 3.0, 2.5, 2.0, 3.0, 2.5, 2.0, 3.0, 2.5])
-    monkeypatch.setattr(topics, "local_statistics", lambda x, window, lags: (s2, np.tile(acf_row, (len(s2), 1))))
+    monkeypatch.setattr(penalty, "local_statistics", lambda x, window, lags: (s2, np.tile(acf_row, (len(s2), 1))))
     x = np.zeros((8, 4))  # 8 units: the cap on R (a quarter of them, 2) is above every R here
     raw = topics.boundary_penalty(x, topics.TopicParams(floor=0.0), 0.5)
     # raw: the noisy second lag ends the sum at the first; R = 1.0 / 1.0

@@ -164,16 +164,17 @@ def test_each_level_above_the_leaves_has_size_limits_tree_scale_times_larger(seg
     calls = []
     real = tree_mod.document_boundaries
 
-    def recording(x, text, units, tokens, measure, opts, params, **kw):
-        cuts, scores = real(x, text, units, tokens, measure, opts, params, **kw)
-        calls.append((opts.max_tokens, opts.target_tokens, np.asarray(tokens), list(cuts)))
+    def recording(doc, x, request, params, **kw):
+        cuts, scores = real(doc, x, request, params, **kw)
+        calls.append((request.max_tokens, request.target_tokens, np.asarray(doc.unit_tokens), list(cuts)))
         return cuts, scores
 
     monkeypatch.setattr(tree_mod, "document_boundaries", recording)
     seg.segment(TEXT * 3, level="tree", depth=3, max_tokens=30)
     assert len(calls) >= 2
     for k, (cap, target, tokens, cuts) in enumerate(calls):
-        assert cap == int(30 * tree_mod.TREE_SCALE ** k) and target is None
+        # the size target that one limit implies, as flat headseg's (TARGET_FRACTION of it)
+        assert cap == int(30 * tree_mod.TREE_SCALE ** k) and target == pytest.approx(0.6 * cap)
         edges = [0, *cuts, len(tokens)]
         assert all(tokens[a:b].sum() <= cap for a, b in zip(edges, edges[1:]))
     calls.clear()

@@ -271,9 +271,9 @@ def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine,
     from headseg.analysis.segments import Segmentation
 
     @levels.register_level("pairs", "units two by two", search=False)
-    def pairs(d, x, opts, ctx):
+    def pairs(d, x, request, ctx):
         starts = [a for a, _ in d.units[2::2]]
-        return d.measure.counted(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
+        return d.finish(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
 
     text = "One is here. Two is here. Three is here. Four is here. Five."
     with TestClient(create_app(engine=engine)) as c:

@@ -1,0 +1,66 @@
+"""What one search is asked for: the hard limits, the size target, the number of segments, the penalty and its scale.
+
+The levels and the topic search read a :class:`SearchRequest`, never the whole
+:class:`~headseg.segmenter.options.SegmentOptions`: the options make one
+(:meth:`SegmentOptions.request <headseg.segmenter.options.SegmentOptions.request>`),
+and a segment tree derives one per scale (larger limits, a larger penalty
+scale, no size target above the leaves).  A level's own options (``overlap``,
+``depth``) are not the search's: the level reads them from its
+:class:`~headseg.segmenter.levels.LevelContext`.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+from headseg.analysis.errors import HeadsegError
+
+#: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
+#: (chosen on the dev retrieval corpora, docs/segmenter.md)
+TARGET_FRACTION = 0.6
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """The search's inputs beyond the document and its vectors (all optional: None is "not set").
+
+    ``max_chars``/``max_tokens``: hard limits never exceeded; ``min_chars``: a soft lower bound;
+    ``target_tokens``: the soft size target in ``max_tokens``' units (the effective one:
+    :attr:`SegmentOptions.size_target <headseg.segmenter.options.SegmentOptions.size_target>`);
+    ``segments``: exactly that many segments instead of the penalised optimum; ``penalty``:
+    overrides :attr:`TopicParams.penalty <headseg.segmenter.topics.TopicParams.penalty>`;
+    ``scale``: every segment pays ``scale · β`` (a segment tree's coarser levels).
+    Raises :class:`HeadsegError` on a value of the wrong kind (the options validated the user's).
+    """
+
+    max_chars: int | None = None
+    min_chars: int | None = None
+    max_tokens: int | None = None
+    target_tokens: float | None = None
+    segments: int | None = None
+    penalty: float | None = None
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_chars", "min_chars", "max_tokens", "segments"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
+                raise HeadsegError(f"a search request's {name} must be a positive integer (got {v!r})")
+        for name in ("target_tokens", "penalty"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
+                                  or v < 0):
+                raise HeadsegError(f"a search request's {name} must be a finite number from 0 (got {v!r})")
+        s = self.scale
+        if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0 < s < math.inf:
+            raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
+
+    @property
+    def limited(self) -> bool:
+        """Whether a hard limit is set."""
+        return self.max_chars is not None or self.max_tokens is not None
+
+
+__all__ = ("SearchRequest", "TARGET_FRACTION")
