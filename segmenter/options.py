@@ -230,13 +230,17 @@ def _check_bounds(v: Any, name: str, bounds: tuple[float, float], kind: type) ->
             what = {(1, MAX_COUNT): "a positive integer up to 2**53",
                     (0, MAX_COUNT): "a non-negative integer up to 2**53"}.get((lo, hi), f"an integer from {lo} to {hi}")
             raise InputError(f"{name} must be {what} (got {_shown(v)})")
-    elif (isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not math.isfinite(v)
-          or not lo <= v <= hi):
-        raise InputError(f"{name} must be a number from {lo:g} to {hi:g} (got {v!r})")
+    # an int is compared as it is: converting 10**400 to a float for isfinite() is an OverflowError
+    elif (isinstance(v, bool) or not isinstance(v, (int, float, np.floating))
+          or (not isinstance(v, int) and not math.isfinite(v)) or not lo <= v <= hi):
+        raise InputError(f"{name} must be a number from {lo:g} to {hi:g} (got {_shown(v)})")
 
 
 def _shown(value: Any) -> str:
-    """``value`` for a message: its repr, or its size when that would be longer than a line."""
+    """``value`` for a message: its repr, or its size when that would be longer than a line.  An int's
+    size is read from its bits: repr() of one over 4,300 digits is a ValueError (Python's limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} characters"
 
