@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.registry import Registry
 from headseg.analysis.segments import Segmentation
 
 from .document import Document
@@ -67,7 +68,8 @@ class Level:
         return option in self.options
 
 
-_REGISTRY: dict[str, Level] = {}
+#: the levels by name, in registry order (``topic``, ``unit``, then any added later)
+LEVELS: Registry[Level] = Registry("level")
 
 
 def register_level(name: str, help: str, *, search: bool,
@@ -76,45 +78,35 @@ def register_level(name: str, help: str, *, search: bool,
     taking the level-specific ``options`` (names of ``SegmentOptions`` fields; the options check them)."""
     if not isinstance(name, str) or not name.isidentifier():
         raise HeadsegError(f"a level name must be an identifier (got {name!r})")
-    if name in _REGISTRY:
-        raise HeadsegError(f"level '{name}' is already registered")
     if isinstance(options, str) or not all(isinstance(o, str) and o.isidentifier() for o in options):
         raise HeadsegError(f"a level's options must be option names (got {options!r})")
-
-    def decorate(strategy: Strategy) -> Strategy:
-        _REGISTRY[name] = Level(name, help, strategy, bool(search), frozenset(options))
-        return strategy
-
-    return decorate
+    return LEVELS.register(name, lambda strategy: Level(name, help, strategy, bool(search), frozenset(options)))
 
 
 def level_names() -> tuple[str, ...]:
     """The registered level names, in registry order (``topic``, ``unit``, then any added later)."""
-    return tuple(_REGISTRY)
+    return LEVELS.names()
 
 
 def level_help() -> str:
     """One line for ``--level``'s help: ``name: what it gives`` for every level."""
-    return "; ".join(f"{name}: {lv.help}" for name, lv in _REGISTRY.items())
+    return LEVELS.help()
 
 
 def get_level(name: str) -> Level:
     """The registered level ``name`` (raises :class:`HeadsegError` naming the choices)."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise HeadsegError(f"unknown level {name!r} (use {', '.join(_REGISTRY)})") from None
+    return LEVELS.get(name)
 
 
 def level_options() -> tuple[str, ...]:
     """Every option some registered level declares, in first-declared order: the options that go with
     some levels only (the others go with every level)."""
-    return tuple(dict.fromkeys(o for lv in _REGISTRY.values() for o in sorted(lv.options)))
+    return tuple(dict.fromkeys(o for lv in LEVELS.values() for o in sorted(lv.options)))
 
 
 def levels_taking(option: str) -> tuple[str, ...]:
     """The registered levels that take the level-specific ``option``, in registry order."""
-    return tuple(n for n, lv in _REGISTRY.items() if option in lv.options)
+    return tuple(n for n, lv in LEVELS.items() if option in lv.options)
 
 
 def whitespace_result(d: Document, level: str) -> Segmentation:

@@ -19,9 +19,11 @@ TEXT = ("The committee met on Monday. It approved the budget after a long debate
 
 
 @pytest.fixture
-def pairs_level(monkeypatch):
+def pairs_level(monkeypatch, request):
     """A level of its own: units two by two, registered for this test only."""
-    monkeypatch.setattr(levels, "_REGISTRY", dict(levels._REGISTRY))
+    scope = levels.LEVELS.scoped()  # the test's own level is gone after it
+    scope.__enter__()
+    request.addfinalizer(lambda: scope.__exit__(None, None, None))
 
     @levels.register_level("pairs", "units two by two", search=False)
     def pairs(d, x, request, ctx):

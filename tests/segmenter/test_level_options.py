@@ -15,9 +15,11 @@ TEXT = "One is here. Two is here. Three is here. Four is here. Five is here. Six
 
 
 @pytest.fixture
-def pairs(monkeypatch):
+def pairs(monkeypatch, request):
     """A level of its own that takes ``overlap`` (as the topic level does), registered for this test only."""
-    monkeypatch.setattr(levels, "_REGISTRY", dict(levels._REGISTRY))
+    scope = levels.LEVELS.scoped()  # the test's own level is gone after it
+    scope.__enter__()
+    request.addfinalizer(lambda: scope.__exit__(None, None, None))
     seen = []
 
     @levels.register_level("pairs", "units two by two", search=False, options=("overlap",))

@@ -260,13 +260,15 @@ def test_request_schema_and_page_form_are_made_from_the_options(client):
     assert config["options"] == option_schema(HTTP_OPTIONS)
 
 
-def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine, monkeypatch):
+def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine, monkeypatch, request):
     from fastapi.testclient import TestClient
 
     from headseg.segmenter import levels
     from headseg.serve.app import create_app
 
-    monkeypatch.setattr(levels, "_REGISTRY", dict(levels._REGISTRY))
+    scope = levels.LEVELS.scoped()  # the test's own level is gone after it
+    scope.__enter__()
+    request.addfinalizer(lambda: scope.__exit__(None, None, None))
 
     from headseg.analysis.segments import Segmentation
 
