@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import DeviceError, HeadsegError
 from .model import LoadedModel, ModelInfo
-from .pooling import UnitPool, token_batches, token_masks, torch_ops, unit_count
+from .pooling import UnitPool, check_owners, token_batches, token_masks, torch_ops
 from .text import Window
 
 Head = tuple[int, int]
@@ -350,12 +350,7 @@ class TorchBackend:
         summed into the units on the device (on CUDA nothing per token crosses to
         the host), and only the sums ``[U, N, d]`` come back.
         """
-        if not windows:
-            raise HeadsegError("unit_vectors() needs at least one window")
-        owners = np.asarray(owners)
-        units = unit_count(owners)
-        if len(owners) != len(windows):
-            raise HeadsegError(f"one owner per window: {len(windows)} windows, {len(owners)} owners")
+        owners, units = check_owners(windows, owners)
         info = self.loaded.info
         sel = capture_order(heads, info.num_layers, info.num_heads)
         ops = torch_ops(self.device)

@@ -71,12 +71,17 @@ def token_masks(windows: Sequence, width: int) -> tuple[np.ndarray, np.ndarray]:
     return every, content
 
 
-def unit_count(owners: np.ndarray) -> int:
-    """``U``: units ``0..max(owners)`` (a unit no window names gets a zero row); checks ``owners [W]``."""
+def check_owners(windows: Sequence, owners) -> tuple[np.ndarray, int]:
+    """``owners [W]`` (one unit index per window, at least one window) as an array, and ``U``: units
+    ``0..max(owners)`` (a unit no window names gets a zero row)."""
+    if not len(windows):
+        raise HeadsegError("unit_vectors() needs at least one window")
     owners = np.asarray(owners)
-    if owners.ndim != 1 or not len(owners) or not np.issubdtype(owners.dtype, np.integer) or owners.min() < 0:
+    if owners.ndim != 1 or not np.issubdtype(owners.dtype, np.integer) or (len(owners) and owners.min() < 0):
         raise HeadsegError("owners must be one non-negative unit index per window")
-    return int(owners.max()) + 1
+    if len(owners) != len(windows):
+        raise HeadsegError(f"one owner per window: {len(windows)} windows, {len(owners)} owners")
+    return owners, int(owners.max()) + 1
 
 
 def unit_groups(owners: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -46,7 +46,7 @@ import numpy as np
 
 from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, CaptureBackend, HeadActivations
 from headseg.analysis.errors import HeadsegError
-from headseg.analysis.pooling import unit_count, unit_groups
+from headseg.analysis.pooling import check_owners, unit_groups
 from headseg.analysis.text import Window
 
 __all__ = ["DEFAULT_MAX_BATCH_TOKENS", "BatchedBackend", "Batcher", "Cancelled", "Ticket", "backend_lanes",
@@ -196,12 +196,7 @@ class Batcher:
                      weights: np.ndarray, output_weight: float = 0.0, ticket: Ticket | None = None) -> np.ndarray:
         """The backend's ``unit_vectors`` ``[U, D]``, its units run in shared calls (each unit's windows in
         one); blocks until done.  ``ticket``, errors: as in :meth:`capture`."""
-        if not windows:
-            raise HeadsegError("unit_vectors() needs at least one window")
-        owners = np.asarray(owners)
-        count = unit_count(owners)
-        if len(owners) != len(windows):
-            raise HeadsegError(f"one owner per window: {len(windows)} windows, {len(owners)} owners")
+        owners, count = check_owners(windows, owners)
         weights = np.asarray(weights, dtype=np.float64)
         key = ("units", _heads_key(heads), weights.tobytes(), float(output_weight))
         units, groups = unit_groups(owners)

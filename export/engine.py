@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, HeadActivations, capture_order, normalise_heads
-from headseg.analysis.pooling import UnitPool, token_masks, unit_count
+from headseg.analysis.pooling import UnitPool, check_owners, token_masks
 from headseg.analysis.errors import ArtifactError, HeadsegError
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.text import Window
@@ -176,12 +176,7 @@ class OnnxBackend:
         """Unit vectors ``[U, D]`` (see :class:`~headseg.analysis.capture.CaptureBackend`): each
         onnxruntime call's outputs are summed into the units as they come, never gathered into one
         padded ``[B, N, T, d]``."""
-        if not windows:
-            raise HeadsegError("unit_vectors() needs at least one window")
-        owners = np.asarray(owners)
-        units = unit_count(owners)
-        if len(owners) != len(windows):
-            raise HeadsegError(f"one owner per window: {len(windows)} windows, {len(owners)} owners")
+        owners, units = check_owners(windows, owners)
         info = self.loaded.info
         idx = self._positions(capture_order(heads, info.num_layers, info.num_heads))
         every_head = idx == list(range(len(self.heads)))

@@ -90,3 +90,33 @@ def test_unit_vectors_refuse_what_they_cannot_align(tiny_bert):
         backend.unit_vectors(ws, owners, HEADS, WEIGHTS[:-1])
     with pytest.raises(HeadsegError, match="at least one window"):
         backend.unit_vectors([], np.zeros(0, np.int64), HEADS, WEIGHTS)
+
+
+def test_token_batches_hold_the_budget_and_every_window_once():
+    lengths = [5, 30, 7, 7, 12, 3, 9, 50, 8]
+    batches = token_batches(lengths, 24)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 24  # a longer window runs alone
+    assert [lengths[b[0]] for b in batches] == sorted(lengths[b[0]] for b in batches)  # shortest first
+
+
+def test_torch_unit_vectors_on_cuda_pool_on_the_gpu(tiny_bert, monkeypatch):
+    """On CUDA the per-token tensors stay on the GPU: the sums the host reads are on the device until the
+    end, and the vectors are the CPU's."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU usable by torch")
+    from headseg.analysis.pooling import UnitPool
+
+    ws, owners = _windows(tiny_bert.tokenizer)
+    ref = TorchBackend(tiny_bert, device="cpu").unit_vectors(ws, owners, HEADS, WEIGHTS, output_weight=0.3)
+    seen = []
+    real = UnitPool.vectors
+    monkeypatch.setattr(UnitPool, "vectors", lambda self, w: (seen.append(self.sums.device.type), real(self, w))[1])
+    try:
+        got = TorchBackend(tiny_bert, device="cuda").unit_vectors(ws, owners, HEADS, WEIGHTS, output_weight=0.3)
+    finally:
+        tiny_bert.model.to("cpu")  # the model is the session's: leave it where the other tests want it
+    assert seen == ["cuda"]
+    assert np.abs(got - ref).max() <= 1e-5
