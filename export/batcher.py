@@ -84,15 +84,13 @@ class _Job:
     """One ``capture`` or ``unit_vectors`` call waiting for its items' rows.
 
     ``key`` says what is asked (calls of one key share backend calls); ``groups[k]``: the window indices
-    of item ``k``; ``units[k]``: its row in the result (``unit_vectors``).
+    of item ``k`` (one unit's, or one window), whose row is ``rows[k]``.
     """
 
     windows: Sequence[Window]
     key: tuple
     ticket: Ticket | None
     groups: list
-    units: np.ndarray | None = None
-    size: int = 0
     rows: list = field(default_factory=list)
     remaining: int = 0
     error: BaseException | None = None
@@ -200,7 +198,7 @@ class Batcher:
         weights = np.asarray(weights, dtype=np.float64)
         key = ("units", _heads_key(heads), weights.tobytes(), float(output_weight))
         units, groups = unit_groups(owners)
-        job = self._run(_Job(windows, key, ticket, groups=groups, units=units, size=count))
+        job = self._run(_Job(windows, key, ticket, groups=groups))
         out = np.zeros((count, job.rows[0].shape[0]), dtype=job.rows[0].dtype)
         out[units] = job.rows
         return out
