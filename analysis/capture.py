@@ -1,4 +1,4 @@
-"""Per-head capture: context vectors Z, attention A and value-norms, torch backend.
+"""Per-head capture: context vectors Z, attention A and value-norms, and pooled unit vectors; torch backend.
 
 The per-head context vector of head ``h`` at token ``i`` is
 ``z_h(i) = Σ_j α_h(i, j) v_h(j)``: the slice of the self-attention output
@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import DeviceError, HeadsegError
 from .model import LoadedModel, ModelInfo
+from .pooling import UnitPool, check_owners, token_batches, token_masks, torch_ops
 from .text import Window
 
 Head = tuple[int, int]
@@ -102,6 +103,9 @@ class CaptureBackend(Protocol):
       the others it was asked with (an int8 graph: its dynamic quantisation scales per call);
     * ``parallel_calls``: how many such calls may run side by side (1 unless ``per_window``);
     * ``max_batch_tokens``: the real tokens one shared call should hold at most.
+
+    Segmentation asks for :meth:`unit_vectors` (pooled rows); :meth:`capture`
+    gives the per-token activations (the study, ``inspect``, the TUI, the unit detector).
     """
 
     name: str
@@ -126,6 +130,25 @@ class CaptureBackend(Protocol):
     ) -> HeadActivations:
         """``HeadActivations`` of ``heads`` (default: every head the backend serves) for ``windows``;
         ``hidden=True`` adds the last hidden states."""
+        ...
+
+    def unit_vectors(
+        self,
+        windows: Sequence[Window],
+        owners: np.ndarray,
+        heads: Sequence[Sequence[int]],
+        weights: np.ndarray,
+        output_weight: float = 0.0,
+    ) -> np.ndarray:
+        """Unit vectors ``[U, D]`` of the units the windows belong to (:mod:`~headseg.analysis.pooling`).
+
+        ``owners [W]``: the unit of each window (``U = max(owners) + 1``; a unit
+        of several windows is pooled over all of them, a unit no window names is
+        zero); ``heads`` in capture order (sorted, each once) with their ``weights
+        [N]``; ``output_weight``: the share of the model's own embedding.
+        ``D = N·d``, or ``N·d + hidden`` with a share.  The per-token activations
+        never leave the backend: only the pooled rows come back.
+        """
         ...
 
 
@@ -287,38 +310,18 @@ class TorchBackend:
         """
         if not windows:
             raise HeadsegError("capture() needs at least one window")
-        torch = self._torch
         info = self.loaded.info
         sel = normalise_heads(heads, info.num_layers, info.num_heads)
-        layers = sorted({l for l, _ in sel})
-        pad_id = self.loaded.tokenizer.pad_token_id
-        ids, mask = pad_batch(windows, 0 if pad_id is None else pad_id)
-        store: dict = {}
-        values: dict | None = {} if norms else None
-        out = None
-        with torch.inference_mode(), attention_hooks(self.loaded, layers, store, stop_after=None if hidden else layers[-1],
-                                                     values=values):
-            try:
-                out = self.model(
-                    input_ids=torch.from_numpy(ids).to(self.device),
-                    attention_mask=torch.from_numpy(mask.astype(np.int64)).to(self.device),
-                    output_attentions=attention,
-                )
-            except _StopForward:
-                pass
+        ids, mask = pad_batch(windows, self._pad_id)
+        store, values, out = self._run(ids, mask, sel, attention=attention, norms=norms, hidden=hidden)
         B, T = ids.shape
         H, d = info.num_heads, info.head_dim
         z = np.empty((B, len(sel), T, d), dtype=np.float32)
         attn = np.empty((B, len(sel), T, T), dtype=np.float32) if attention else None
         fnorm = np.empty((B, len(sel), T), dtype=np.float32) if norms else None
-        by_layer: dict[int, list[tuple[int, int]]] = {}
-        for n, (l, h) in enumerate(sel):
-            by_layer.setdefault(l, []).append((n, h))
-        for l, items in by_layer.items():
+        for l, idx, hs in _by_layer(sel):
             x, ctx, probs = store[l]
             ctx = ctx.view(B, T, H, d).permute(0, 2, 1, 3)  # [B, H, T, d]
-            hs = [h for _, h in items]
-            idx = [n for n, _ in items]
             # A whole layer is a slice, not a gather: one copy straight into the output.
             every = hs == list(range(H))
             dst = slice(idx[0], idx[0] + H) if every and idx == list(range(idx[0], idx[0] + H)) else idx
@@ -337,6 +340,60 @@ class TorchBackend:
         if hidden:
             last = out.last_hidden_state.float().cpu().numpy() * mask[:, :, None]
         return HeadActivations(heads=sel, z=z, attention_mask=mask, attn=attn, fnorm=fnorm, hidden=last)
+
+    def unit_vectors(self, windows: Sequence[Window], owners: np.ndarray, heads: Sequence[Sequence[int]],
+                     weights: np.ndarray, output_weight: float = 0.0) -> np.ndarray:
+        """Unit vectors ``[U, D]`` (see :meth:`CaptureBackend.unit_vectors`), pooled where the model ran.
+
+        The windows run in batches of at most :attr:`max_batch_tokens` padded
+        tokens, shortest first; each batch's context vectors ``[B, N, T, d]`` are
+        summed into the units on the device (on CUDA nothing per token crosses to
+        the host), and only the sums ``[U, N, d]`` come back.
+        """
+        owners, units = check_owners(windows, owners)
+        info = self.loaded.info
+        sel = capture_order(heads, info.num_layers, info.num_heads)
+        ops = torch_ops(self.device)
+        pool = UnitPool(units, output_weight, ops)
+        H, d = info.num_heads, info.head_dim
+        for batch in token_batches([len(w) for w in windows], self.max_batch_tokens):
+            ws = [windows[i] for i in batch]
+            ids, mask = pad_batch(ws, self._pad_id)
+            store, _, out = self._run(ids, mask, sel, hidden=output_weight > 0)
+            B, T = ids.shape
+            z = self._torch.cat([store[l][1].view(B, T, H, d).permute(0, 2, 1, 3)[:, hs]
+                                 for l, _, hs in _by_layer(sel)], dim=1)  # [B, N, T, d], on the device
+            every, content = token_masks(ws, T)
+            pool.add(z, ops.to_device(content), ops.to_device(owners[batch]),
+                     hidden=None if out is None else out.last_hidden_state, every=ops.to_device(every))
+        return pool.vectors(weights)
+
+    @property
+    def _pad_id(self) -> int:
+        pad_id = self.loaded.tokenizer.pad_token_id
+        return 0 if pad_id is None else pad_id
+
+    def _run(self, ids: np.ndarray, mask: np.ndarray, sel: Sequence[Head], attention: bool = False,
+             norms: bool = False, hidden: bool = False):
+        """One hooked forward pass over ``ids``/``mask [B, T]``: the hooks' ``store`` and ``values``
+        (device tensors, :func:`attention_hooks`) and the model's output (None when the pass stopped
+        after the deepest selected layer, as it does unless ``hidden``)."""
+        torch = self._torch
+        layers = sorted({l for l, _ in sel})
+        store: dict = {}
+        values: dict | None = {} if norms else None
+        out = None
+        with torch.inference_mode(), attention_hooks(self.loaded, layers, store, stop_after=None if hidden else layers[-1],
+                                                     values=values):
+            try:
+                out = self.model(
+                    input_ids=torch.from_numpy(ids).to(self.device),
+                    attention_mask=torch.from_numpy(mask.astype(np.int64)).to(self.device),
+                    output_attentions=attention,
+                )
+            except _StopForward:
+                pass
+        return store, values, out
 
     def _value_norms(self, layer: int, x, v=None):
         """``‖f_h(x_j)‖ [B, H, T]`` with ``f_h(x) = (x W^V_h + b^V_h) W^O_h``, for layer input ``x``.
@@ -357,6 +414,25 @@ class TorchBackend:
             gram = self._torch.einsum("ohd,ohe->hde", wo, wo)
             sq = (self._torch.einsum("bthd,hde->bthe", v, gram) * v).sum(-1)  # [B, T, H]
             return sq.clamp(min=0).sqrt().permute(0, 2, 1)
+
+
+def _by_layer(sel: Sequence[Head]) -> list[tuple[int, list[int], list[int]]]:
+    """``(layer, positions on the N axis, heads)`` of each layer in the selection ``sel``."""
+    by: dict[int, tuple[list[int], list[int]]] = {}
+    for n, (l, h) in enumerate(sel):
+        idx, hs = by.setdefault(l, ([], []))
+        idx.append(n)
+        hs.append(h)
+    return [(l, idx, hs) for l, (idx, hs) in by.items()]
+
+
+def capture_order(heads: Sequence[Sequence[int]], num_layers: int, num_heads: int) -> tuple[Head, ...]:
+    """``heads`` checked to be in capture order (sorted, each once), as weights aligned with them need."""
+    sel = normalise_heads(heads, num_layers, num_heads)
+    if list(sel) != [(int(l), int(h)) for l, h in heads]:
+        raise HeadsegError("unit_vectors() needs its heads in capture order (sorted by layer and head, each "
+                           "once), aligned with their weights")
+    return sel
 
 
 def iter_batches(windows: Sequence[Window], batch_size: int) -> Iterator[list[Window]]:

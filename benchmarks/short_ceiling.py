@@ -94,7 +94,8 @@ def encode(docs: list[dict], context: int):
     from headseg.analysis.capture import iter_batches
     from headseg.analysis.text import make_window
     from headseg.api import Segmenter
-    from headseg.segmenter.encode import _unit_means, unit_token_ranges
+    from headseg.analysis.pooling import unit_means as _unit_means
+    from headseg.segmenter.encode import unit_token_ranges
     from headseg.segmenter.options import SegmentOptions
 
     seg = Segmenter(quiet=True, backend="torch")

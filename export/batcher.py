@@ -1,11 +1,14 @@
-"""Token-budget dynamic batching: one engine serving the capture calls of many concurrent callers.
+"""Token-budget dynamic batching: one engine serving the model calls of many concurrent callers.
 
 A :class:`Batcher` owns a capture backend and its *lanes*: threads that call
 the backend.  Callers (one thread per document being segmented) hand it their
 windows through :class:`BatchedBackend`, a
 :class:`~headseg.analysis.capture.CaptureBackend` that a segmentation pipeline
-takes like any other; the lanes take the pending windows of all callers from
-one shared queue, first come first served, and hand each caller its rows.  The
+takes like any other; the lanes take the pending work of all callers from
+one shared queue, first come first served, and hand each caller its rows.
+What is queued is an *item*: one unit's windows for ``unit_vectors`` (a unit
+is pooled within one backend call, and its caller gets back its pooled row
+``[D]``), one window for ``capture`` (its per-token rows).  The
 segmentation logic stays in the pipeline; only who runs the model changes.
 Everything the batcher needs of the backend is a trait of the capture protocol
 (``per_window``, ``parallel_calls``, ``max_batch_tokens``).
@@ -13,11 +16,11 @@ Everything the batcher needs of the backend is a trait of the capture protocol
 How a lane takes windows depends on the backend (:func:`backend_lanes`):
 
 * a backend that batches (fp32/fp16 ONNX, torch, CUDA): one lane packs the
-  pending windows into one call of at most ``max_batch_tokens`` tokens (the
+  pending items into one call of at most ``max_batch_tokens`` tokens (the
   design of Text Embeddings Inference's ``--max-batch-tokens``);
 * a backend that runs each window in its own single-threaded call (an int8
   graph on CPU: ``OnnxBackend.per_window``): one lane per core, each taking the
-  next window as soon as its last one is done.  Packing such windows into one
+  next item as soon as its last one is done.  Packing such windows into one
   call bought nothing but a barrier: the call ended with its slowest window,
   the cores idle meanwhile and again while the one batcher thread handed out
   rows and packed the next call (measured: 1.2 of 2 cores busy at 16 clients).
@@ -43,6 +46,7 @@ import numpy as np
 
 from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, CaptureBackend, HeadActivations
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.pooling import check_owners, unit_groups
 from headseg.analysis.text import Window
 
 __all__ = ["DEFAULT_MAX_BATCH_TOKENS", "BatchedBackend", "Batcher", "Cancelled", "Ticket", "backend_lanes",
@@ -77,16 +81,29 @@ current_ticket: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("
 
 @dataclass(eq=False)
 class _Job:
-    """One ``capture`` call waiting for its windows' rows."""
+    """One ``capture`` or ``unit_vectors`` call waiting for its items' rows.
+
+    ``key`` says what is asked (calls of one key share backend calls); ``groups[k]``: the window indices
+    of item ``k`` (one unit's, or one window), whose row is ``rows[k]``.
+    """
 
     windows: Sequence[Window]
     key: tuple
     ticket: Ticket | None
+    groups: list
     rows: list = field(default_factory=list)
     remaining: int = 0
     error: BaseException | None = None
     heads: tuple = ()
     done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.rows = [None] * len(self.groups)
+        self.remaining = len(self.groups)
+
+    def tokens(self, k: int) -> int:
+        """The real tokens of item ``k``."""
+        return sum(len(self.windows[i]) for i in self.groups[k])
 
     def fail(self, exc: BaseException) -> None:
         if not self.done.is_set():
@@ -126,6 +143,7 @@ class Batcher:
         self._pending: deque[tuple[_Job, int]] = deque()
         self._closed = False
         self._busy = 0.0  # lane-seconds spent in backend calls
+        self._floats = 0  # floats handed to callers (floats_carried)
         self._waiting = 0.0  # lane-seconds spent waiting for a window (finished waits)
         self._wait_since: dict[int, float] = {}  # lane (thread id) -> when its wait now under way began
         self._threads = [threading.Thread(target=self._loop, name=f"headseg-lane-{k}", daemon=True)
@@ -136,12 +154,19 @@ class Batcher:
     @property
     def pending_windows(self) -> int:
         """Windows waiting for a backend call."""
-        return len(self._pending)
+        with self._cv:
+            return sum(len(job.groups[k]) for job, k in self._pending)
 
     @property
     def busy_seconds(self) -> float:
         """Seconds the lanes spent in backend calls so far, summed over the lanes (wall clock)."""
         return self._busy
+
+    @property
+    def floats_carried(self) -> int:
+        """Floats the lanes have handed to callers so far: per-token rows for ``capture``, one pooled row
+        ``[D]`` per unit for ``unit_vectors`` (what the batcher carries between the model and its callers)."""
+        return self._floats
 
     @property
     def waiting_seconds(self) -> float:
@@ -161,23 +186,39 @@ class Batcher:
         """
         if not windows:
             raise HeadsegError("capture() needs at least one window")
-        ticket = ticket if ticket is not None else current_ticket.get()
-        key = (None if heads is None else tuple(tuple(int(v) for v in h) for h in heads), bool(attention), bool(norms),
-               bool(hidden))
-        job = _Job(windows, key, ticket, rows=[None] * len(windows), remaining=len(windows))
+        key = ("capture", None if heads is None else _heads_key(heads), bool(attention), bool(norms), bool(hidden))
+        job = self._run(_Job(windows, key, ticket, groups=[(i,) for i in range(len(windows))]))
+        return _assemble(job)
+
+    def unit_vectors(self, windows: Sequence[Window], owners: np.ndarray, heads: Sequence[Sequence[int]],
+                     weights: np.ndarray, output_weight: float = 0.0, ticket: Ticket | None = None) -> np.ndarray:
+        """The backend's ``unit_vectors`` ``[U, D]``, its units run in shared calls (each unit's windows in
+        one); blocks until done.  ``ticket``, errors: as in :meth:`capture`."""
+        owners, count = check_owners(windows, owners)
+        weights = np.asarray(weights, dtype=np.float64)
+        key = ("units", _heads_key(heads), weights.tobytes(), float(output_weight))
+        units, groups = unit_groups(owners)
+        job = self._run(_Job(windows, key, ticket, groups=groups))
+        out = np.zeros((count, job.rows[0].shape[0]), dtype=job.rows[0].dtype)
+        out[units] = job.rows
+        return out
+
+    def _run(self, job: _Job) -> _Job:
+        """Queue ``job``'s items and wait until they ran (or raise its error, or :class:`Cancelled`)."""
+        ticket = job.ticket = job.ticket if job.ticket is not None else current_ticket.get()
         with self._cv:
             if self._closed:
                 raise HeadsegError("the batcher is closed")
             if ticket is not None and ticket.cancelled:
                 raise Cancelled("cancelled")
-            self._pending.extend((job, i) for i in range(len(windows)))
-            self._cv.notify(len(windows))  # a lane per window, in single mode
+            self._pending.extend((job, k) for k in range(len(job.groups)))
+            self._cv.notify(len(job.groups))  # a lane per item, in single mode
         while not job.done.wait(0.05):
             if ticket is not None and ticket.cancelled:
                 self.drop(ticket)
         if job.error is not None:
             raise job.error
-        return _assemble(job)
+        return job
 
     def drop(self, ticket: Ticket) -> None:
         """Fail and remove the pending windows of ``ticket`` (cancel it first)."""
@@ -202,8 +243,8 @@ class Batcher:
                 t.join(timeout)
 
     def _take(self) -> list[tuple[_Job, int]] | None:
-        """The next batch: pending windows of the first caller's kind, in order, within the token budget
-        (one window in :attr:`single` mode); None once the batcher is closed.
+        """The next batch: pending items of the first caller's kind, in order, within the token budget
+        (one item in :attr:`single` mode); None once the batcher is closed.
 
         Windows whose caller was cancelled are failed and skipped here; if nothing else was pending the
         lane waits again (it must not mistake an all-cancelled queue for the end).
@@ -223,7 +264,7 @@ class Batcher:
                     return batch
 
     def _take_single(self) -> list[tuple[_Job, int]]:
-        """The first pending window of a live caller (lock held)."""
+        """The first pending item of a live caller (lock held)."""
         while self._pending:
             job, i = self._pending.popleft()
             if _live(job):
@@ -231,19 +272,19 @@ class Batcher:
         return []
 
     def _take_budget(self) -> list[tuple[_Job, int]]:
-        """Pending windows of the first caller's kind, in order, within the token budget (lock held)."""
+        """Pending items of the first caller's kind, in order, within the token budget (lock held)."""
         key = self._pending[0][0].key
         batch, keep, tokens = [], deque(), 0
         while self._pending:
-            job, i = self._pending.popleft()
-            n = len(job.windows[i])
+            job, k = self._pending.popleft()
+            n = job.tokens(k)
             if job.key != key or (batch and tokens + n > self.max_batch_tokens):
-                keep.append((job, i))
+                keep.append((job, k))
                 if job.key == key:
                     break  # budget full: the rest waits, in order
                 continue
             if _live(job):
-                batch.append((job, i))
+                batch.append((job, k))
                 tokens += n
         keep.extend(self._pending)
         self._pending = keep
@@ -255,16 +296,14 @@ class Batcher:
             if batch is None:
                 return
             # a job another lane failed since this one was taken needs no call
-            batch = [(j, i) for j, i in batch if not j.done.is_set()]
+            batch = [(j, k) for j, k in batch if not j.done.is_set()]
             if not batch:
                 continue
-            heads, attention, norms, hidden = batch[0][0].key
-            windows = [j.windows[i] for j, i in batch]
+            key = batch[0][0].key
+            windows = [j.windows[i] for j, k in batch for i in j.groups[k]]
             t0 = time.perf_counter()
             try:
-                # a backend that never reads the model's output need not know the keyword
-                extra = {"hidden": True} if hidden else {}
-                acts = self.backend.capture(windows, heads=heads, attention=attention, norms=norms, **extra)
+                rows = self._call(key, batch, windows)
             except BaseException as exc:  # the callers get the error; the thread serves on
                 for j, _ in batch:
                     j.fail(exc)
@@ -275,16 +314,39 @@ class Batcher:
                     self._busy += spent
             if self.on_batch is not None:
                 self.on_batch(sum(len(w) for w in windows), len(windows))
-            for b, (job, i) in enumerate(batch):
-                t = len(windows[b])
-                job.heads = acts.heads
-                job.rows[i] = (_row(acts.z, b, t, 1), _row(acts.attn, b, t, 2), _row(acts.fnorm, b, t, 1),
-                               None if acts.hidden is None else acts.hidden[b, :t].copy())
-                with self._cv:  # lanes finish windows of one job concurrently
+            carried = sum(a.size for row in rows for a in row if a is not None) if key[0] == "capture" else \
+                sum(row.size for row in rows)
+            for (job, k), row in zip(batch, rows):
+                job.rows[k] = row
+                with self._cv:  # lanes finish items of one job concurrently
                     job.remaining -= 1
                     last = job.remaining == 0
                 if last:
                     job.done.set()
+            with self._cv:
+                self._floats += carried
+
+    def _call(self, key: tuple, batch: list[tuple[_Job, int]], windows: list[Window]) -> list:
+        """One backend call for ``batch`` (its ``windows``, item by item): each item's row."""
+        if key[0] == "units":
+            _, heads, weights, output_weight = key
+            owners = np.repeat(np.arange(len(batch)), [len(j.groups[k]) for j, k in batch])
+            vectors = self.backend.unit_vectors(windows, owners, heads, np.frombuffer(weights),
+                                                output_weight=output_weight)
+            return list(vectors)
+        _, heads, attention, norms, hidden = key
+        # a backend that never reads the model's output need not know the keyword
+        extra = {"hidden": True} if hidden else {}
+        acts = self.backend.capture(windows, heads=heads, attention=attention, norms=norms, **extra)
+        for job, _ in batch:
+            job.heads = acts.heads
+        return [(_row(acts.z, b, len(w), 1), _row(acts.attn, b, len(w), 2), _row(acts.fnorm, b, len(w), 1),
+                 None if acts.hidden is None else acts.hidden[b, :len(w)].copy()) for b, w in enumerate(windows)]
+
+
+def _heads_key(heads: Iterable[Sequence[int]]) -> tuple:
+    """``heads`` as a hashable key (and the argument the backend gets)."""
+    return tuple(tuple(int(v) for v in h) for h in heads)
 
 
 def _live(job: _Job) -> bool:
@@ -365,3 +427,8 @@ class BatchedBackend:
                 attention: bool = False, norms: bool = False, hidden: bool = False) -> HeadActivations:
         """:meth:`Batcher.capture` with the caller's :data:`current_ticket`."""
         return self.batcher.capture(windows, heads=heads, attention=attention, norms=norms, hidden=hidden)
+
+    def unit_vectors(self, windows: Sequence[Window], owners: np.ndarray, heads: Sequence[Sequence[int]],
+                     weights: np.ndarray, output_weight: float = 0.0) -> np.ndarray:
+        """:meth:`Batcher.unit_vectors` (pooled rows ``[U, D]``) with the caller's :data:`current_ticket`."""
+        return self.batcher.unit_vectors(windows, owners, heads, weights, output_weight=output_weight)

@@ -1,7 +1,8 @@
 """The serving engine: :class:`OnnxBackend`, a capture backend over an exported artifact.
 
 ``OnnxBackend(loaded, artifact_dir, device).capture(windows, heads)`` returns
-:class:`~headseg.analysis.capture.HeadActivations`, like ``TorchBackend`` (both
+:class:`~headseg.analysis.capture.HeadActivations`, and ``unit_vectors`` the
+pooled rows (:mod:`headseg.analysis.pooling`), like ``TorchBackend`` (both
 implement :class:`~headseg.analysis.capture.CaptureBackend`).  It needs neither
 torch nor transformers.  The windows of one call are sorted by length and cut
 into onnxruntime calls by :func:`plan_chunks`, which minimises padded tokens
@@ -17,7 +18,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, HeadActivations, normalise_heads
+from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, HeadActivations, capture_order, normalise_heads
+from headseg.analysis.pooling import UnitPool, check_owners, token_masks
 from headseg.analysis.errors import ArtifactError, HeadsegError
 from headseg.analysis.model import LoadedModel
 from headseg.analysis.text import Window
@@ -137,10 +139,7 @@ class OnnxBackend:
             raise HeadsegError("capture() needs at least one window")
         info = self.loaded.info
         sel = self.heads if heads is None else normalise_heads(heads, info.num_layers, info.num_heads)
-        missing = [h for h in sel if h not in self.heads]
-        if missing:
-            names = ", ".join(f"L{l}H{h}" for l, h in missing)
-            raise HeadsegError(f"head(s) {names} are not in the exported artifact {self.artifact_dir}; export them first")
+        idx = self._positions(sel)
         outputs = ["head_z"]
         for flag, name in ((attention, "attention"), (norms, "norms")):
             if flag:
@@ -151,12 +150,7 @@ class OnnxBackend:
                     )
                 outputs.append(_OUTPUT_FOR[name])
         if hidden:
-            if "last_hidden_state" not in self.session.output_names:
-                raise ArtifactError(f"{self.artifact_dir}: the artifact stops at the deepest head and has no last "
-                                    "hidden states; run `headseg export --no-truncate` to include them")
-            outputs.append("last_hidden_state")
-        idx = [self.heads.index(h) for h in sel]
-        pad_id = self.loaded.tokenizer.pad_token_id or 0
+            outputs.append(self._hidden_output())
         B, T = len(windows), max(len(w) for w in windows)
         N, d = len(sel), info.head_dim
         z = np.zeros((B, N, T, d), dtype=np.float32)
@@ -164,14 +158,7 @@ class OnnxBackend:
         attn = np.zeros((B, N, T, T), dtype=np.float32) if attention else None
         fnorm = np.zeros((B, N, T), dtype=np.float32) if norms else None
         last = np.zeros((B, T, info.hidden_size), dtype=np.float32) if hidden else None
-        order = sorted(range(B), key=lambda i: (len(windows[i]), i))
-        if self.per_window:  # padding costs nothing there: plain runs of batch_size
-            cuts = [(a, min(a + self.batch_size, B)) for a in range(0, B, self.batch_size)]
-        else:
-            cuts = plan_chunks([len(windows[i]) for i in order], self.batch_size, CALL_COST_TOKENS[self.device])
-        for s, e in cuts:
-            chunk = order[s:e]
-            res = self.session.run_batch([windows[i] for i in chunk], pad_id, outputs)
+        for chunk, res in self._runs(windows, outputs):
             t = res["head_z"].shape[2]
             for j, i in enumerate(chunk):
                 z[i, :, :t] = res["head_z"][j][idx]
@@ -183,3 +170,49 @@ class OnnxBackend:
                 if hidden:
                     last[i, : len(windows[i])] = res["last_hidden_state"][j][: len(windows[i])]
         return HeadActivations(heads=tuple(sel), z=z, attention_mask=mask, attn=attn, fnorm=fnorm, hidden=last)
+
+    def unit_vectors(self, windows: Sequence[Window], owners: np.ndarray, heads: Sequence[Sequence[int]],
+                     weights: np.ndarray, output_weight: float = 0.0) -> np.ndarray:
+        """Unit vectors ``[U, D]`` (see :class:`~headseg.analysis.capture.CaptureBackend`): each
+        onnxruntime call's outputs are summed into the units as they come, never gathered into one
+        padded ``[B, N, T, d]``."""
+        owners, units = check_owners(windows, owners)
+        info = self.loaded.info
+        idx = self._positions(capture_order(heads, info.num_layers, info.num_heads))
+        every_head = idx == list(range(len(self.heads)))
+        outputs = ["head_z"] + ([self._hidden_output()] if output_weight > 0 else [])
+        pool = UnitPool(units, output_weight)
+        for chunk, res in self._runs(windows, outputs):
+            z = res["head_z"] if every_head else res["head_z"][:, idx]
+            every, content = token_masks([windows[i] for i in chunk], z.shape[2])
+            pool.add(z, content, owners[chunk], hidden=res.get("last_hidden_state"), every=every)
+        return pool.vectors(weights)
+
+    def _positions(self, sel) -> list[int]:
+        """Where each head of ``sel`` is among the artifact's outputs; an error for one it lacks."""
+        missing = [h for h in sel if h not in self.heads]
+        if missing:
+            names = ", ".join(f"L{l}H{h}" for l, h in missing)
+            raise HeadsegError(f"head(s) {names} are not in the exported artifact {self.artifact_dir}; export them first")
+        return [self.heads.index(h) for h in sel]
+
+    def _hidden_output(self) -> str:
+        """The graph output of the last hidden states; an error for an artifact without them."""
+        if "last_hidden_state" not in self.session.output_names:
+            raise ArtifactError(f"{self.artifact_dir}: the artifact stops at the deepest head and has no last "
+                                "hidden states; run `headseg export --no-truncate` to include them")
+        return "last_hidden_state"
+
+    def _runs(self, windows: Sequence[Window], outputs: list[str]):
+        """``(window indices, outputs)`` of each onnxruntime call over ``windows``, shortest first
+        (the outputs padded to the call's longest window)."""
+        pad_id = self.loaded.tokenizer.pad_token_id or 0
+        B = len(windows)
+        order = sorted(range(B), key=lambda i: (len(windows[i]), i))
+        if self.per_window:  # padding costs nothing there: plain runs of batch_size
+            cuts = [(a, min(a + self.batch_size, B)) for a in range(0, B, self.batch_size)]
+        else:
+            cuts = plan_chunks([len(windows[i]) for i in order], self.batch_size, CALL_COST_TOKENS[self.device])
+        for s, e in cuts:
+            chunk = order[s:e]
+            yield chunk, self.session.run_batch([windows[i] for i in chunk], pad_id, outputs)

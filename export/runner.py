@@ -11,7 +11,9 @@ its windows that have not run yet are dropped.
 
 The runner needs two things of a pipeline (:class:`Segmenting`): its backend
 and ``with_backend``, a pipeline like it whose model calls go to the batcher;
-the pipeline itself, and its synchronous methods, are unchanged.
+the pipeline itself, and its synchronous methods, are unchanged.  The runner of
+a pipeline (:func:`runner_of`) is kept here, in a map that forgets the pipeline
+when it goes; the pipeline knows nothing of it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from .batcher import BatchedBackend, Batcher, Ticket, current_ticket
 DEFAULT_WORKERS = 16
 
 _RUNNERS_LOCK = threading.Lock()
+#: each pipeline's runner (runner_of); weak keys: a runner goes with its pipeline (it holds the pipeline
+#: only weakly, and its own copy of it)
+_RUNNERS: "weakref.WeakKeyDictionary[Any, AsyncRunner]" = weakref.WeakKeyDictionary()
 
 
 class Segmenting(Protocol):
@@ -68,8 +73,10 @@ class AsyncRunner:
         self.backend = BatchedBackend(self.batcher)
         #: the pipeline over the batcher, as it was made (used once the source pipeline is gone)
         self.pipeline = pipeline.with_backend(self.backend)
-        # weak: the pipeline keeps its runner (runner_of), and it should go with its pipeline
+        # weak: the runner map (runner_of) keeps the runner while the pipeline lives, not the other way round
         self._source = weakref.ref(pipeline)
+        self._seen = _settings(pipeline)  # the source's settings that self.pipeline was made with
+        self._lock = threading.Lock()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")
         self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
 
@@ -84,9 +91,20 @@ class AsyncRunner:
 
     def _current(self) -> Segmenting:
         """The pipeline as it is now (its settings may have changed since the runner was made), on the
-        batcher's backend; the runner's own once the pipeline itself is gone."""
+        batcher's backend; the runner's own once the pipeline itself is gone.
+
+        The copy over the batcher is made again only when one of the source's attributes is no longer the
+        object it was (a knob set anew, another encoder): a copy is shallow, so what it would share with
+        the source, the kept one shares too.
+        """
         source = self._source()
-        return self.pipeline if source is None else source.with_backend(self.backend)
+        if source is None:
+            return self.pipeline
+        now = _settings(source)
+        with self._lock:
+            if not _same(now, self._seen):
+                self.pipeline, self._seen = source.with_backend(self.backend), now
+            return self.pipeline
 
     async def segment_many(self, texts: Sequence[str], options: Any = None, ticket: Ticket | None = None) -> list:
         """The segmentations of ``texts`` (one shared ``segment_many`` with ``options``), without blocking
@@ -132,11 +150,20 @@ def _shutdown(batcher: Batcher, pool: ThreadPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
+def _settings(pipeline: Segmenting) -> dict:
+    """What a pipeline's copy is made of: its attributes (a shallow snapshot: the objects, not copies)."""
+    return dict(vars(pipeline))
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Whether two snapshots hold the same objects under the same names."""
+    return a.keys() == b.keys() and all(a[k] is b[k] for k in a)
+
+
 def runner_of(pipeline: Segmenting) -> AsyncRunner:
-    """The pipeline's :class:`AsyncRunner`, made on first use (defaults) and kept with it."""
+    """The pipeline's :class:`AsyncRunner`, made on first use (defaults) and kept while the pipeline lives."""
     with _RUNNERS_LOCK:
-        runner = pipeline.__dict__.get("_async_runner")
+        runner = _RUNNERS.get(pipeline)
         if runner is None:
-            runner = AsyncRunner(pipeline)
-            pipeline.__dict__["_async_runner"] = runner
+            runner = _RUNNERS[pipeline] = AsyncRunner(pipeline)
         return runner

@@ -3,16 +3,12 @@
 Every unit gets its own model window (several for a unit longer than the
 window), so no context leaks across a candidate boundary: inside a shared
 window the heads blend neighbouring sentences, which blurs exactly the contrast
-a boundary needs.  Windows of many documents share the capture batches (less
-padding, fewer calls).  Per unit, each head's context vectors ``z_h`` are
-mean-pooled over the unit's content tokens, normalised per head, weighted by
-``sqrt(w_h)`` and concatenated, so a dot product of two unit vectors is the
-weighted mean of the heads' cosines.  With an output share ``s > 0`` (the
-profile's ``topic_output_weight``) the model's last hidden states, pooled
-over every token of the unit's windows (as the model's own sentence embedding
-is pooled), are appended at ``sqrt(s)``, the heads scaled by ``sqrt(1 − s)``:
-the dot product is then ``(1 − s)·(heads' weighted mean cosine) + s·(cosine of
-the model's own embeddings of the two units)``.
+a boundary needs.  Windows of many documents share the backend's calls (less
+padding, fewer calls), a unit's windows always within one call.  The backend
+pools (``CaptureBackend.unit_vectors``, one implementation in
+:mod:`headseg.analysis.pooling`: each topic head mean-pooled over the unit's
+content tokens, normalised, weighted, concatenated; the model's own embedding
+appended at its share), so only ``[U, D]`` rows come back from it.
 
 Cost: one forward pass over every token once (the capture backend's), plus
 O(U · N · d) for the pooling.
@@ -21,12 +17,13 @@ O(U · N · d) for the pooling.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from headseg.analysis.capture import CaptureBackend, HeadActivations, iter_batches
+from headseg.analysis.capture import CaptureBackend, HeadActivations
 from headseg.analysis.errors import HeadsegError, ProfileError, is_integer
+from headseg.analysis.pooling import unit_groups
 from headseg.analysis.profile import HeadProfile
 from headseg.analysis.progress import progress_bar
 from headseg.analysis.text import WINDOW_TOKENS, TokenizedText, Window, make_window, window_width
@@ -53,61 +50,35 @@ def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer
     return windows, np.asarray(owner, dtype=np.int64)
 
 
-def _unit_means(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per-unit means ``sums [U, ..., D] / counts [U]``, L2-normalised along the last axis (zero stays zero)."""
-    means = sums / np.maximum(counts, 1).reshape((-1,) + (1,) * (sums.ndim - 1))
-    norms = np.linalg.norm(means, axis=-1, keepdims=True)
-    return np.where(norms > 0, means / np.maximum(norms, 1e-12), 0.0)
-
-
-def pool_units(acts_iter, n_units: int, weights: np.ndarray, output_weight: float = 0.0) -> np.ndarray:
-    """Mean-pool each head's context vectors over a unit's tokens, normalise per head, weight, concatenate.
-
-    ``acts_iter`` yields ``(HeadActivations, owners [B], content_masks [B, T])``.
-    Returns ``[n_units, N·d]``, or ``[n_units, N·d + hidden]`` with ``output_weight > 0``:
-    the last hidden states (``acts.hidden``) mean-pooled over every token of the
-    unit's windows (special tokens too, as the model's own sentence embedding
-    pools them) and normalised, at ``sqrt(output_weight)``, the heads at ``sqrt(1 − output_weight)``.  A
-    unit without tokens gets a zero vector.
-    """
-    sums = hidden = None
-    counts, hidden_counts = np.zeros(n_units), np.zeros(n_units)
-    for acts, owners, content in acts_iter:
-        z = acts.z  # [B, N, T, d]
-        if sums is None:
-            sums = np.zeros((n_units, z.shape[1], z.shape[3]), dtype=np.float64)
-        np.add.at(sums, owners, np.einsum("bntd,bt->bnd", z.astype(np.float64), content.astype(np.float64)))
-        np.add.at(counts, owners, content.sum(axis=1))
-        if output_weight > 0:
-            if acts.hidden is None:
-                raise ProfileError("the profile reads the model's last hidden states; the backend gave none")
-            if hidden is None:
-                hidden = np.zeros((n_units, acts.hidden.shape[2]), dtype=np.float64)
-            # every token of the window, [CLS] and [SEP] too: the output was trained to be
-            # pooled so (sentence-transformers' mean pooling; without them dialseg711 0.2604 -> 0.2631)
-            every = acts.attention_mask.astype(np.float64)
-            np.add.at(hidden, owners, np.einsum("btd,bt->bd", acts.hidden.astype(np.float64), every))
-            np.add.at(hidden_counts, owners, every.sum(axis=1))
-    if sums is None:
-        return np.zeros((n_units, 0))
-    unit = _unit_means(sums, counts) * np.sqrt(weights)[None, :, None]
-    unit = unit.reshape(n_units, -1)
-    if output_weight <= 0:
-        return unit
-    return np.hstack([unit * np.sqrt(1.0 - output_weight),
-                      _unit_means(hidden, hidden_counts) * np.sqrt(output_weight)])
+def unit_calls(windows: Sequence[Window], owner: np.ndarray, batch_size: int) -> list[np.ndarray]:
+    """The windows of each ``unit_vectors`` call: units sorted by their longest window (less padding),
+    whole (a unit is pooled within one call), about ``batch_size`` windows a call (a unit with more
+    windows than that is a call of its own)."""
+    units, groups = unit_groups(owner)
+    longest = [max(len(windows[i]) for i in g) for g in groups]
+    calls: list[list[np.ndarray]] = []
+    size = 0
+    for k in sorted(range(len(units)), key=lambda k: (longest[k], int(units[k]))):
+        if not calls or size + len(groups[k]) > batch_size:
+            calls.append([])
+            size = 0
+        calls[-1].append(groups[k])
+        size += len(groups[k])
+    return [np.concatenate(c) for c in calls]
 
 
 def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]], tokenizer,
-                 capture: Callable[..., HeadActivations], heads: Sequence[Head], weights: np.ndarray,
+                 backend: CaptureBackend, heads: Sequence[Head], weights: np.ndarray,
                  batch_size: int, max_tokens: int, progress=None, output_weight: float = 0.0) -> list[np.ndarray]:
-    """Unit vectors ``[U_i, N·d]`` of each document ``(doc, units)`` in ``items``, encoded in shared batches.
+    """Unit vectors ``[U_i, N·d]`` of each document ``(doc, units)`` in ``items``, encoded in shared calls.
 
-    ``capture(windows, heads=..., hidden=...)`` runs the model (a :class:`Segmenter`'s);
-    ``heads`` and their ``weights [N]`` (aligned, in capture order) are the
-    topic heads; ``max_tokens`` is the window width; ``output_weight`` the
-    share of the model's own embedding (:func:`pool_units`; ``[U_i, N·d + hidden]`` then).  ``progress=True`` shows
-    a bar of its own, or pass an open one to update.
+    ``backend.unit_vectors`` (:class:`~headseg.analysis.capture.CaptureBackend`)
+    runs the model and pools (:mod:`headseg.analysis.pooling`); ``heads`` and
+    their ``weights [N]`` (aligned, in capture order) are the topic heads;
+    ``max_tokens`` is the window width; ``batch_size`` about the windows of one
+    call; ``output_weight`` the share of the model's own embedding (``[U_i,
+    N·d + hidden]`` then).  A unit without tokens gets a zero vector.
+    ``progress=True`` shows a bar of its own, or pass an open one to update.
     """
     windows, owners, bounds = [], [], [0]
     for doc, units in items:
@@ -116,23 +87,19 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
         owners.append(o + bounds[-1])
         bounds.append(bounds[-1] + len(units))
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
-    index = {id(w): i for i, w in enumerate(windows)}
+    x = np.zeros((bounds[-1], 0))
     own_bar = progress is True
     bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
-
-    def batches():
-        for batch in iter_batches(windows, batch_size):
-            acts = capture(batch, heads=heads, hidden=True) if output_weight > 0 else capture(batch, heads=heads)
-            batch_owner = owner[[index[id(w)] for w in batch]]
-            content = acts.attention_mask.copy()
-            for b, w in enumerate(batch):
-                content[b, : len(w)] &= ~w.special
-            if bar is not None:
-                bar.update(len(batch))
-            yield acts, batch_owner, content
-
     try:
-        x = pool_units(batches(), bounds[-1], weights, output_weight)
+        for call in unit_calls(windows, owner, batch_size) if len(windows) else ():
+            units, local = np.unique(owner[call], return_inverse=True)
+            rows = backend.unit_vectors([windows[i] for i in call], local, heads, weights,
+                                        output_weight=output_weight)
+            if not x.shape[1]:
+                x = np.zeros((bounds[-1], rows.shape[1]))
+            x[units] = rows
+            if bar is not None:
+                bar.update(len(call))
     finally:
         if own_bar:
             bar.close()
@@ -208,6 +175,6 @@ class UnitEncoder:
     def unit_vectors(self, items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]],
                      progress=None) -> list[np.ndarray]:
         """:func:`encode_units` of ``items`` (``(doc, units)`` each) with this encoder's heads and sizes."""
-        return encode_units(items, self.tokenizer, self.capture, self.topic_heads, self.topic_weights,
+        return encode_units(items, self.tokenizer, self.backend, self.topic_heads, self.topic_weights,
                             self.batch_size, self.window_tokens, progress=progress,
                             output_weight=self.output_weight)

@@ -119,7 +119,6 @@ class Pipeline:
             raise HeadsegError(f"encoder must be a UnitEncoder (got {type(encoder).__name__})")
         other = copy.copy(self)
         other._encoder = encoder
-        other.__dict__.pop("_async_runner", None)  # the runner is its pipeline's, not a copy's
         return other
 
     def with_backend(self, backend: CaptureBackend) -> "Pipeline":

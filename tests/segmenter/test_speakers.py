@@ -70,7 +70,7 @@ def test_unit_vectors_of_a_transcript_are_pooled_after_the_labels(seg):
     got = seg.unit_vectors(doc, units)
 
     def encode(spans):
-        return encode_units([(doc, spans)], seg.loaded.tokenizer, seg.capture, seg.topic_heads,
+        return encode_units([(doc, spans)], seg.loaded.tokenizer, seg.backend, seg.topic_heads,
                             seg.topic_weights, seg.batch_size, seg.window_tokens,
                             output_weight=seg.profile.topic_output_weight)[0]
 

@@ -35,12 +35,24 @@ class RecordingBackend:
         self.calls: list[list[FakeWindow]] = []
         self.gate, self.fail = gate, fail
 
-    def capture(self, windows, heads=None, attention=False, norms=False):
+    def _enter(self, windows) -> None:
         self.calls.append(list(windows))
         if self.gate is not None:
             self.gate.wait(10)
         if self.fail:
             raise HeadsegError("the graph failed")
+
+    def unit_vectors(self, windows, owners, heads, weights, output_weight=0.0):
+        """Row ``u``: (callers, positions, tokens) of unit ``u``'s windows, summed: a unit split over two
+        calls would come back with a partial row."""
+        self._enter(windows)
+        rows = np.zeros((int(np.max(owners)) + 1, 3))
+        for w, u in zip(windows, owners):
+            rows[u] += (w.caller, w.pos, len(w))
+        return rows
+
+    def capture(self, windows, heads=None, attention=False, norms=False):
+        self._enter(windows)
         T = max(len(w) for w in windows)
         z = np.zeros((len(windows), 2, T, 3), np.float32)
         mask = np.zeros((len(windows), T), bool)
@@ -57,6 +69,86 @@ def expected(windows) -> np.ndarray:
     for b, w in enumerate(windows):
         z[b, :, : len(w)] = w.caller * 1000 + w.pos
     return z
+
+
+def pooled(windows, owners) -> np.ndarray:
+    """What a unit caller must get back: one row per unit, over all its windows (zero for a unit without)."""
+    rows = np.zeros((max(owners) + 1, 3))
+    for w, u in zip(windows, owners):
+        rows[u] += (w.caller, w.pos, len(w))
+    return rows
+
+
+def test_units_of_concurrent_callers_come_back_pooled_and_whole():
+    gate = threading.Event()
+    backend = RecordingBackend(gate)
+    batcher = Batcher(backend, max_batch_tokens=60)
+    rng = np.random.default_rng(1)
+    callers = []
+    for c in range(10):
+        owners = np.sort(rng.integers(0, 6, size=int(rng.integers(1, 10))))
+        callers.append(([FakeWindow(c, i, int(rng.integers(3, 25))) for i in range(len(owners))], owners))
+    results: dict[int, np.ndarray] = {}
+
+    def work(c):
+        windows, owners = callers[c]
+        results[c] = BatchedBackend(batcher).unit_vectors(windows, owners, [(0, 0)], np.ones(1))
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in range(10)]
+    for t in threads:
+        t.start()
+    total = sum(len(w) for w, _ in callers)
+    deadline = time.monotonic() + 10
+    while batcher.pending_windows + sum(len(c) for c in backend.calls) < total and time.monotonic() < deadline:
+        time.sleep(0.01)
+    gate.set()
+    for t in threads:
+        t.join(10)
+    batcher.close()
+    for c, (windows, owners) in enumerate(callers):
+        np.testing.assert_array_equal(results[c], pooled(windows, owners))
+    assert any(len({w.caller for w in call}) > 1 for call in backend.calls), "no call mixed callers"
+    for call in backend.calls:
+        units = {(w.caller, int(callers[w.caller][1][w.pos])) for w in call}
+        # a call is within the budget unless it is one unit alone
+        assert len(units) == 1 or sum(len(w) for w in call) <= 60
+    ran = sorted((w.caller, w.pos) for call in backend.calls for w in call)
+    assert ran == sorted((w.caller, w.pos) for ws, _ in callers for w in ws)  # each window ran exactly once
+
+
+def test_a_unit_over_the_budget_runs_alone_and_whole():
+    backend = RecordingBackend()
+    batcher = Batcher(backend, max_batch_tokens=10)
+    windows = [FakeWindow(1, 0, 8), FakeWindow(1, 1, 8), FakeWindow(1, 2, 3)]
+    got = batcher.unit_vectors(windows, np.array([0, 0, 2]), [(0, 0)], np.ones(1))
+    batcher.close()
+    assert [[w.pos for w in c] for c in backend.calls] == [[0, 1], [2]]
+    np.testing.assert_array_equal(got, pooled(windows, [0, 0, 2]))
+
+
+def test_the_batcher_carries_pooled_rows_fewer_floats_by_the_tokens_per_unit(tiny_bert):
+    """Before, a unit caller got its windows' per-token rows ``[N, t, d]`` (then averaged them away); now
+    one pooled row ``[N·d]`` per unit: the floats carried fall by the tokens per unit, Σ t / U."""
+    from headseg.analysis import TorchBackend, windows_from_text
+
+    text = "The committee met on Monday. It approved the budget, after a long debate! Rain fell all night. "
+    windows = [w for s in text.split(". ") for w in windows_from_text(s, tiny_bert.tokenizer, max_tokens=10)]
+    owners = np.array([0, 0, 1, 1, 2][: len(windows)] + list(range(3, len(windows) - 2)))
+    heads, weights = [(1, 0), (2, 3)], np.array([0.5, 0.5])
+    inner = TorchBackend(tiny_bert)
+    batcher = Batcher(inner, max_batch_tokens=20)
+    try:
+        batcher.capture(windows, heads=heads)
+        per_token = batcher.floats_carried
+        got = batcher.unit_vectors(windows, owners, heads, weights)
+        pooled_rows = batcher.floats_carried - per_token
+    finally:
+        batcher.close()
+    n_d, units = len(heads) * tiny_bert.info.head_dim, owners.max() + 1
+    tokens = sum(len(w) for w in windows)
+    assert per_token == tokens * n_d and pooled_rows == units * n_d
+    assert per_token / pooled_rows == tokens / units > 5
+    np.testing.assert_allclose(got, inner.unit_vectors(windows, owners, heads, weights), atol=1e-6, rtol=0)
 
 
 def test_windows_of_concurrent_callers_share_calls_within_the_token_budget():
@@ -174,6 +266,13 @@ class PerWindowBackend(RecordingBackend):
         self.running = self.peak = 0
 
     def capture(self, windows, heads=None, attention=False, norms=False):
+        return self._counted(windows, lambda: super(PerWindowBackend, self).capture(windows, heads, attention, norms))
+
+    def unit_vectors(self, windows, owners, heads, weights, output_weight=0.0):
+        return self._counted(windows, lambda: super(PerWindowBackend, self).unit_vectors(windows, owners, heads,
+                                                                                        weights))
+
+    def _counted(self, windows, call):
         with self._lock:
             self.running += 1
             self.peak = max(self.peak, self.running)
@@ -181,7 +280,7 @@ class PerWindowBackend(RecordingBackend):
             if any(w.caller in self.hold for w in windows):
                 self.held.set()
                 self.release.wait(10)
-            return super().capture(windows, heads, attention, norms)
+            return call()
         finally:
             with self._lock:
                 self.running -= 1
@@ -235,6 +334,25 @@ def test_lanes_run_single_windows_side_by_side_and_each_caller_gets_its_rows():
         sorted((w.caller, w.pos) for ws in callers for w in ws)  # each window ran exactly once
     for c, windows in enumerate(callers):
         np.testing.assert_array_equal(results[c].z, expected(windows))
+    assert backend.peak <= 2
+
+
+def test_lanes_take_a_unit_whole_and_each_caller_gets_its_pooled_rows():
+    backend = PerWindowBackend(2)
+    batcher = Batcher(backend)
+    callers = [([FakeWindow(c, i, 3 + (c + i) % 9) for i in range(5)], np.array([0, 0, 1, 3, 3])) for c in range(6)]
+    results: dict[int, np.ndarray] = {}
+    threads = [threading.Thread(target=lambda c=c: results.__setitem__(
+        c, batcher.unit_vectors(*callers[c], [(0, 0)], np.ones(1)))) for c in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    batcher.close()
+    # one unit per call: its windows together, never another unit's
+    assert sorted(tuple(w.pos for w in call) for call in backend.calls) == sorted([(0, 1), (2,), (3, 4)] * 6)
+    for c, (windows, owners) in enumerate(callers):
+        np.testing.assert_array_equal(results[c], pooled(windows, owners))
     assert backend.peak <= 2
 
 
