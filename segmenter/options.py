@@ -120,7 +120,9 @@ class SegmentOptions:
     #: ``.markdown`` or ``.mdx`` file).  :mod:`headseg.segmenter.structure`
     structure: str = field(default="auto", metadata=_flag(
         "--structure", "the text's structure: markdown (headings, code, tables and lists shape the segments), "
-                       "plain, or auto (markdown for .md/.markdown/.mdx files and text that looks like it)",
+                       "mdx (markdown whose JSX/HTML tags wrap fences and tables: Docusaurus tabs, components), "
+                       "plain, or auto (mdx for .mdx files and Markdown whose HTML wraps a fence, markdown for "
+                       ".md/.markdown files and text that looks like it)",
         choices=STRUCTURES))
     #: what ``max_tokens`` counts: a callable ``str -> int``, a tokenizer, or a
     #: local Hugging Face tokenizer directory or cached model name
