@@ -32,7 +32,7 @@ def floats(s: str) -> list[float]:
 
 def main() -> int:
     from headseg.segmenter import lines
-    from headseg.segmenter.options import TARGET_FRACTION
+    from headseg.segmenter.request import TARGET_FRACTION
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(data_root() / "retrieval"))
@@ -64,8 +64,8 @@ def main() -> int:
         opts = SegmentOptions(max_tokens=b)
         prepared[b] = {}
         for name, text in rs.corpora.items():
-            d = seg._prepare(text, opts)
-            prepared[b][name] = (d, seg.unit_vectors(d.doc, d.units))
+            d = seg.document(text, opts)
+            prepared[b][name] = (d, seg.unit_vectors(d.tokens, d.units))
         refs[b] = evaluate_chunks(rs, chunk_all(rs, recursive_chunker(b, count)), embedder.embed, k=args.k,
                                   count_tokens=count, question_vectors=qv)
 
@@ -89,7 +89,7 @@ def main() -> int:
                         else SegmentOptions(max_tokens=b, target_tokens=max(1, round(f * b))))
                 chunks = {}
                 for name, (doc, x) in prepared[b].items():
-                    cuts, _ = seg.topic_boundaries(x, doc.text, doc.doc, doc.units, opts, doc.measure)
+                    cuts, _ = seg.topic_boundaries(x, doc, opts)
                     edges = [0] + [doc.units[c][0] for c in cuts] + [len(doc.text)]
                     chunks[name] = list(zip(edges[:-1], edges[1:]))
                 sc = evaluate_chunks(rs, chunks, embedder.embed, k=args.k, count_tokens=count, question_vectors=qv)

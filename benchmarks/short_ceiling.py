@@ -95,7 +95,6 @@ def encode(docs: list[dict], context: int):
     from headseg.analysis.text import make_window
     from headseg.api import Segmenter
     from headseg.analysis.pooling import unit_means as _unit_means
-    from headseg.segmenter.encode import unit_token_ranges
     from headseg.segmenter.options import SegmentOptions
 
     seg = Segmenter(quiet=True, backend="torch")
@@ -112,22 +111,22 @@ def encode(docs: list[dict], context: int):
         every = seg.with_encoder(dataclasses.replace(
             enc, topic_heads=heads, topic_weights=np.full(len(heads), 1.0 / len(heads)), output_weight=share))
         for d in docs:
-            p = every._prepare(d["text"], SegmentOptions())
-            x = every.unit_vectors(p.doc, p.units)
+            p = every.document(d["text"], SegmentOptions())
+            x = every.unit_vectors(p.tokens, p.units)
             cut = x.shape[1] - info.hidden_size
             z = x[:, :cut].reshape(len(x), len(heads), -1) / np.sqrt((1.0 - share) / len(heads))
             out.append((z, x[:, cut:] / np.sqrt(share)))
         return (out, *meta)
     for d in docs:
-        p = seg._prepare(d["text"], SegmentOptions())
-        r = unit_token_ranges(p.doc, p.units)
+        p = seg.document(d["text"], SegmentOptions())
+        r = p.token_ranges
         n = len(r)
         items = []
         for u in range(n):
             a, b = int(r[max(0, u - context), 0]), int(r[min(n - 1, u + context), 1])
             if b - a > 500:  # a window the model cannot take: the unit alone
                 a, b = int(r[u, 0]), int(r[u, 1])
-            w = make_window(p.doc, a, b, enc.tokenizer, index=u, with_tokens=False)
+            w = make_window(p.tokens, a, b, enc.tokenizer, index=u, with_tokens=False)
             lead = int(np.argmax(~w.special))  # the special tokens before the content
             own = np.zeros(len(w), dtype=bool)
             own[lead + int(r[u, 0]) - a: lead + int(r[u, 1]) - a] = True

@@ -41,17 +41,15 @@ def cache(path: Path, name: str) -> list[dict]:
         with open(out, "rb") as fh:
             return pickle.load(fh)
     from headseg.api import Segmenter
-    from headseg.segmenter.encode import unit_token_ranges
     from headseg.segmenter.evaluation.loaders import iter_documents
     from headseg.segmenter.options import SegmentOptions
 
     seg = Segmenter(quiet=True)
     docs = []
     for d in iter_documents(BENCH_DATA / f"{name}.jsonl"):
-        p = seg._prepare(d.text, SegmentOptions())
-        r = unit_token_ranges(p.doc, p.units)
-        docs.append({"id": d.id, "text": d.text, "units": p.units, "x": seg.unit_vectors(p.doc, p.units),
-                     "tokens": (r[:, 1] - r[:, 0]).astype(np.int64), "starts": d.starts, "bounds": d.boundaries})
+        p = seg.document(d.text, SegmentOptions())
+        docs.append({"id": d.id, "text": d.text, "units": list(p.units), "x": seg.unit_vectors(p.tokens, p.units),
+                     "tokens": p.unit_tokens.astype(np.int64), "starts": d.starts, "bounds": d.boundaries})
     path.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     with open(tmp, "wb") as fh:
@@ -67,8 +65,8 @@ def predict(docs: list[dict], params, given: bool = False) -> dict[str, list[int
     """
     from headseg.analysis.model import load_model
     from headseg.analysis.text import tokenize
+    from headseg.segmenter.document import Document
     from headseg.segmenter.evaluation.loaders import snap_offsets
-    from headseg.segmenter.limits import TokenMeasure
     from headseg.segmenter.options import SegmentOptions
     from headseg.segmenter.topics import document_boundaries
 
@@ -76,8 +74,9 @@ def predict(docs: list[dict], params, given: bool = False) -> dict[str, list[int
     out = {}
     for d in docs:
         opts = SegmentOptions(segments=len(d["bounds"]) + 1) if given else SegmentOptions()
-        measure = TokenMeasure(d["text"], tokenize(d["text"], tok), None)
-        cuts, _ = document_boundaries(d["x"], d["text"], d["units"], d["tokens"], measure, opts, params)
+        # the cached units over the text's tokens, as plain text (no Markdown structure), as before
+        doc = Document.build(d["text"], tokenize(d["text"], tok), d["units"])
+        cuts, _ = document_boundaries(doc, d["x"], opts.request(), params)
         out[d["id"]] = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))
     return out
 

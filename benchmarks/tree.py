@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     from headseg import Segmenter
     from headseg.analysis.text import tokenize
     from headseg.segmenter import tree as tree_mod
-    from headseg.segmenter.limits import TokenMeasure
+    from headseg.segmenter.document import Document
     from headseg.segmenter.options import SegmentOptions
     from headseg.segmenter.topics import document_boundaries
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     if args.fanout is not None:
         tree_mod.TREE_FANOUT = args.fanout
     seg = Segmenter(quiet=True)
-    opts = SegmentOptions()
+    request = SegmentOptions().request()
     embed = None
     if not args.no_embedding:
         from headseg.segmenter.evaluation.baselines import EmbeddingCosineMethod
@@ -94,13 +94,12 @@ def main(argv=None) -> int:
         cached = cache(seg, name, fine, args.cache)
         acc = {k: [] for k in ("flat_c", "flat_a", "tree_c", "tree_a", "emb_c", "emb_a", "depth")}
         for f, c, v in zip(fine, coarse, cached):
-            tok = tokenize(f.text, seg.loaded.tokenizer)
-            measure = TokenMeasure(f.text, tok, None)
+            # the cached units over the text's tokens, as plain text (no Markdown structure), as before
+            doc = Document.build(f.text, tokenize(f.text, seg.loaded.tokenizer), v["units"])
             starts = [a for a, _ in v["units"]]
-            flat, _ = document_boundaries(v["x"], f.text, v["units"], v["tokens"], measure, opts, seg.params)
+            flat, _ = document_boundaries(doc, v["x"], request, seg.params)
             flat_chars = [starts[i] for i in flat]
-            levels = tree_mod.tree_levels(v["x"], f.text, v["units"], v["tokens"], measure, opts, seg.params,
-                                          depth=args.depth)
+            levels = tree_mod.tree_levels(doc, v["x"], request, seg.params, depth=args.depth)
             top = [starts[i] for i in levels[0].cuts]
             leaves = [starts[i] for i in levels[-1].cuts]
             acc["flat_c"].append(scores(c, flat_chars))
