@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from headseg.analysis.errors import HeadsegError
 from headseg.segmenter import options as segment_options
@@ -94,7 +94,7 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
     if not body.strip():
         raise RequestError(422, "empty body: send a JSON object with 'text' or 'documents'")
     try:
-        data = json.loads(body.decode("utf-8"), parse_int=_bounded_int, parse_float=_bounded_float)
+        data = json.loads(body.decode("utf-8"), parse_int=_bounded(int), parse_float=_bounded(float))
     except UnicodeDecodeError as exc:
         raise RequestError(422, f"body is not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
@@ -139,21 +139,16 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
 MAX_NUMBER_CHARS = 1000
 
 
-def _bounded_int(literal: str) -> int:
-    """A JSON integer, its length bounded before it is converted (422 past :data:`MAX_NUMBER_CHARS`)."""
-    if len(literal) > MAX_NUMBER_CHARS:
-        raise RequestError(422, f"a number of {len(literal)} characters in the body; numbers have at most "
-                                f"{MAX_NUMBER_CHARS}")
-    return int(literal)
+def _bounded(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``json.loads``' hook for one kind of number: its length bounded (422 past :data:`MAX_NUMBER_CHARS`)
+    before ``convert`` sees it (``1e400`` becomes inf, which the options refuse by name)."""
+    def parse(literal: str) -> Any:
+        if len(literal) > MAX_NUMBER_CHARS:
+            raise RequestError(422, f"a number of {len(literal)} characters in the body; numbers have at most "
+                                    f"{MAX_NUMBER_CHARS}")
+        return convert(literal)
 
-
-def _bounded_float(literal: str) -> float:
-    """A JSON number with a fraction or exponent, bounded as :func:`_bounded_int` (``1e400`` is inf, which the
-    options refuse by name)."""
-    if len(literal) > MAX_NUMBER_CHARS:
-        raise RequestError(422, f"a number of {len(literal)} characters in the body; numbers have at most "
-                                f"{MAX_NUMBER_CHARS}")
-    return float(literal)
+    return parse
 
 
 def _text(value: Any, where: str) -> str:
