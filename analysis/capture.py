@@ -356,16 +356,18 @@ class TorchBackend:
         ops = torch_ops(self.device)
         pool = UnitPool(units, output_weight, ops)
         H, d = info.num_heads, info.head_dim
+        groups = _by_layer(sel)  # the same for every batch
         for batch in token_batches([len(w) for w in windows], self.max_batch_tokens):
             ws = [windows[i] for i in batch]
             ids, mask = pad_batch(ws, self._pad_id)
             store, _, out = self._run(ids, mask, sel, hidden=output_weight > 0)
             B, T = ids.shape
             z = self._torch.cat([store[l][1].view(B, T, H, d).permute(0, 2, 1, 3)[:, hs]
-                                 for l, _, hs in _by_layer(sel)], dim=1)  # [B, N, T, d], on the device
+                                 for l, _, hs in groups], dim=1)  # [B, N, T, d], on the device
             every, content = token_masks(ws, T)
             pool.add(z, ops.to_device(content), ops.to_device(owners[batch]),
-                     hidden=None if out is None else out.last_hidden_state, every=ops.to_device(every))
+                     hidden=None if out is None else out.last_hidden_state,
+                     every=ops.to_device(every) if output_weight > 0 else None)  # read only for the output share
         return pool.vectors(weights)
 
     @property

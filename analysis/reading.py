@@ -108,8 +108,9 @@ def decode_text(data: bytes, source: str, encoding: str = AUTO_ENCODING, final: 
     """
     _check_format(data, source)
     _check_encoding(data, source, encoding, final)
-    enc = "utf-8" if encoding == AUTO_ENCODING else encoding
+    enc = encoding
     if encoding == AUTO_ENCODING:
+        enc = "utf-8"
         for bom, name in _BOMS:
             if data.startswith(bom):
                 enc, data = name, data[len(bom):]

@@ -211,8 +211,7 @@ class Document:
     def finish(self, result: Segmentation) -> Segmentation:
         """``result`` (a segmentation of this text) with every segment's and tree node's ``token_count``
         and ``headings`` (the heading path above its start; empty in plain text) filled in."""
-        path = None if self.structure is None else self.structure.heading_path
-        return result.annotated(self.count.span, None if path is None else (lambda start: tuple(path(start))))
+        return result.annotated(self.count.span, None if self.structure is None else self.structure.heading_path)
 
 
 __all__ = ("Document", "TokenCount", "after_sentence_end", "at_line_start", "unit_token_ranges")

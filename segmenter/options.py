@@ -31,7 +31,7 @@ from headseg.analysis.errors import HeadsegError, InputError, is_integer
 from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
 from .levels import get_level, level_help, level_names, level_options, levels_taking
-from .request import TARGET_FRACTION, SearchRequest
+from .request import TARGET_FRACTION, SearchRequest, default_target
 from .structure import STRUCTURES
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
 from .topics import TopicParams
@@ -178,7 +178,7 @@ class SegmentOptions:
         :data:`TARGET_FRACTION` of ``max_tokens``, else None (no target)."""
         if self.target_tokens is not None:
             return float(self.target_tokens)
-        return None if self.max_tokens is None else TARGET_FRACTION * self.max_tokens
+        return default_target(self.max_tokens)
 
     def request(self) -> SearchRequest:
         """What the search is asked for (:class:`~headseg.segmenter.request.SearchRequest`): the limits,
@@ -203,8 +203,8 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     specs = [(f.name, f.metadata) for f in fields(SegmentOptions) if "bounds" in f.metadata]
     for name, meta in specs:
         _check_bounds(values.get(name), label(name), meta["bounds"], meta["cli"]["type"])
-    taken = get_level(level)
-    for name in (f.name for f in fields(SegmentOptions) if f.name in level_options()):
+    taken, specific = get_level(level), set(level_options())
+    for name in (f.name for f in fields(SegmentOptions) if f.name in specific):
         v = values.get(name)
         if v is not None and v != 0 and not taken.takes(name):
             # a number of segments means topic segments; units are as many as the text has

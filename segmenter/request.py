@@ -22,6 +22,11 @@ from headseg.analysis.errors import HeadsegError
 TARGET_FRACTION = 0.6
 
 
+def default_target(max_tokens: float | None) -> float | None:
+    """The size target of ``max_tokens`` alone: :data:`TARGET_FRACTION` of it (None without a limit)."""
+    return None if max_tokens is None else TARGET_FRACTION * max_tokens
+
+
 @dataclass(frozen=True)
 class SearchRequest:
     """The search's inputs beyond the document and its vectors (all optional: None is "not set").
@@ -57,10 +62,5 @@ class SearchRequest:
         if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0 < s < math.inf:
             raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
 
-    @property
-    def limited(self) -> bool:
-        """Whether a hard limit is set."""
-        return self.max_chars is not None or self.max_tokens is not None
 
-
-__all__ = ("SearchRequest", "TARGET_FRACTION")
+__all__ = ("SearchRequest", "TARGET_FRACTION", "default_target")

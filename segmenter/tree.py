@@ -51,7 +51,7 @@ from headseg.analysis.segments import Node
 
 from .document import Document
 from .penalty import StatisticsMemo
-from .request import TARGET_FRACTION, SearchRequest
+from .request import SearchRequest, default_target
 from .topics import TopicParams, document_boundaries
 
 #: the penalty scale between one level of the tree and the next finer one
@@ -104,7 +104,7 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
         cap = None if request.max_tokens is None else int(request.max_tokens * grow)
         return replace(leaves, min_chars=None, scale=request.scale * grow,
                        max_chars=None if request.max_chars is None else int(request.max_chars * grow),
-                       max_tokens=cap, target_tokens=None if cap is None else TARGET_FRACTION * cap)
+                       max_tokens=cap, target_tokens=default_target(cap))
 
     structure = doc.structure
     heads = structure.headings if structure is not None else ()
