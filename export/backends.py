@@ -165,7 +165,7 @@ def _gpu_host_choice(device: str | None, precision: str | None) -> EngineChoice 
         if cuda_provider_works():
             return None
     except ImportError:
-        pass  # no onnxruntime: its own fallback to torch says so
+        return None  # no onnxruntime: the fallback to torch keeps the device asked (auto picks CUDA)
     return choose_engine(device, policy.torch_gpu_name(), policy.host_cores(), precision, policy.GPU_MEASUREMENT)
 
 

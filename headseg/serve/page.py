@@ -30,8 +30,11 @@ def _static(name: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _template() -> str:
-    return _static("index.html")
+def _template() -> tuple[str, str]:
+    """The page with its icon, and the sample it opens with: read once, not per ``GET /``."""
+    from headseg import sample_text
+
+    return _static("index.html").replace("{{ICON}}", ICON), sample_text()
 
 
 def docs_html() -> str:
@@ -43,8 +46,7 @@ def docs_html() -> str:
 def page_html(options: Mapping[str, Mapping[str, Any]], needs_key: bool) -> str:
     """The page, told the options a request takes (their JSON Schema: the form is made from it),
     whether an API key is needed, and the sample text it opens with."""
-    from headseg import sample_text
-
+    page, sample = _template()
     # "<" escaped: the options' help and the sample are text, and "</script>" in them must not end the block
-    config = json.dumps({"options": dict(options), "needsKey": bool(needs_key), "sample": sample_text()})
-    return _template().replace("{{ICON}}", ICON).replace("{{CONFIG}}", config.replace("<", "\\u003c"))
+    config = json.dumps({"options": dict(options), "needsKey": bool(needs_key), "sample": sample})
+    return page.replace("{{CONFIG}}", config.replace("<", "\\u003c"))

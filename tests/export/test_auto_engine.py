@@ -164,3 +164,16 @@ def test_cli_says_one_line_which_engine_runs(tiny_bert_dir, gpu_host, tmp_path, 
     said = [line for line in err if "torch on the GPU" in line]
     assert said == ["headseg: " + policy.choose_engine("auto", GPU, policy.host_cores()).reason]
     assert not gpu_host
+
+
+def test_without_onnxruntime_the_gpu_host_choice_stands_aside(monkeypatch):
+    """No onnxruntime at all: the choice is not made (it would answer ONNX on the CPU, which cannot run),
+    so the fallback to torch keeps the device asked and ``auto`` still finds the GPU."""
+    def no_onnxruntime():
+        raise ImportError("No module named 'onnxruntime'")
+
+    monkeypatch.setattr(backends, "cuda_provider_works", no_onnxruntime)
+    monkeypatch.setattr(policy, "torch_gpu_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(policy, "GPU_MEASUREMENT", None)
+    for device in (None, "auto", "cuda"):
+        assert backends._gpu_host_choice(device, None) is None
