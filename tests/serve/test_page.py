@@ -236,6 +236,9 @@ def test_viewer_page_lays_out_many_headings_apart_from_each_other_and_the_axis(l
         page.screenshot(path=shot(tmp_path, "headings.png"))
         page.set_viewport_size({"width": 700, "height": 900})  # placed again at the new width
         page.wait_for_function("document.getElementById('headings').clientWidth < 700")
+        # the plot is redrawn on resize too, a moment later: measure once it has been (it raced in CI)
+        page.wait_for_function("(() => { const s = document.getElementById('plot');"
+                               " return s.viewBox.baseVal.width === s.clientWidth; })()")
         narrow = page.evaluate(HEADING_BOXES)
         page.screenshot(path=shot(tmp_path, "headings-narrow.png"))
     assert not errors
