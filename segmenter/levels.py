@@ -122,13 +122,14 @@ def whitespace_result(d: Document, level: str) -> Segmentation:
 def topic_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: LevelContext) -> Segmentation:
     """Topic segments from the unit vectors ``x [U, D]``: the optimal partition under the size limits
     (:func:`~headseg.segmenter.topics.document_boundaries`), with overlapped chunks when asked."""
-    cuts, scores = document_boundaries(d, x, request, ctx.params)
+    found = document_boundaries(d, x, request, ctx.params)
     meta = {"units": len(d.units), "profile": ctx.profile_hash}
     overlap = ctx.options.get("overlap")
     if overlap:
-        meta["chunks"] = overlap_chunks(d, cuts, overlap, request.max_chars, request.max_tokens)
+        meta["chunks"] = overlap_chunks(d, found.cuts, overlap, request.max_chars, request.max_tokens)
     return d.finish(Segmentation.from_boundaries(
-        d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
+        d.text, [d.units[c][0] for c in found.cuts], found.scores, level="topic", meta=meta,
+        confidence=found.confidence))
 
 
 @register_level("unit", "sentence-like units", search=False)
@@ -146,8 +147,11 @@ def tree_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: L
     segments are its leaves, ``nodes`` the whole tree."""
     levels = tree_levels(d, x, request, ctx.params, depth=ctx.options.get("depth"))
     cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
+    inner = {n.parent for n in nodes if n.parent is not None}
+    sure = [n.confidence for n in nodes if n.id not in inner][1:]  # the leaves', past the text's start
     return d.finish(Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
-                                                 meta={"units": len(d.units), "profile": ctx.profile_hash}))
+                                                 meta={"units": len(d.units), "profile": ctx.profile_hash},
+                                                 confidence=None if None in sure else sure))
 
 
 __all__: Sequence[str] = ("Level", "LevelContext", "Strategy", "get_level", "level_help", "level_names",

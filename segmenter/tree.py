@@ -72,6 +72,8 @@ class TreeLevel:
 
     cuts: tuple[int, ...]
     scores: tuple[float, ...]
+    #: each boundary's confidence at this level (:mod:`~headseg.segmenter.evidence`; empty: untested)
+    confidence: tuple[float, ...] = ()
 
 
 def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
@@ -128,9 +130,10 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
         # a segment of the finer level is never longer than the coarse search may consider
         longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
         p = replace(params, max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
-        cuts, scores = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
-                                           allowed=finer, memo=memo)
-        return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
+        found = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
+                                    allowed=finer, memo=memo)
+        return TreeLevel(tuple(int(c) for c in found.cuts), tuple(float(sc) for sc in found.scores),
+                         tuple(float(c) for c in found.confidence))
 
     memo = StatisticsMemo()  # the levels search the same vectors: their local statistics, measured once
     most = depth if depth is not None else TREE_MAX_DEPTH
@@ -152,7 +155,9 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
                length: int) -> tuple[list[int], list[float], list[Node]]:
     """The segment tree of ``levels`` (:func:`tree_levels`' list) over ``units`` (character spans tiling
     a text of ``length`` characters): the character offsets opening leaves 2..n, their scores, and
-    the nodes in pre-order (:class:`~headseg.analysis.segments.Node`, no token counts or headings yet).
+    the nodes in pre-order (:class:`~headseg.analysis.segments.Node`, no token counts or headings yet;
+    each node's confidence that of the boundary opening it at the level it was made from, None at the
+    start of the text and where the level was not tested).
 
     A node's children are the segments of the first finer level that cuts inside it; a node no finer
     level cuts is a leaf, so the leaves are the finest level's segments and no node has one child.
@@ -162,6 +167,7 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
     offset = [a for a, _ in units] + [length]
     bounds = [[0, *lv.cuts, len(units)] for lv in levels]
     strength = [dict(zip(lv.cuts, lv.scores)) for lv in levels]
+    sure = [dict(zip(lv.cuts, lv.confidence)) for lv in levels]
     nodes: list[Node] = []
     leaves: list[tuple[int, float]] = []
 
@@ -175,7 +181,8 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
             return
         edges = [c for c in bounds[level] if a <= c <= b]
         for lo, hi in zip(edges, edges[1:]):
-            nodes.append(Node(len(nodes), parent, depth, offset[lo], offset[hi], strength[level].get(lo, 0.0)))
+            nodes.append(Node(len(nodes), parent, depth, offset[lo], offset[hi], strength[level].get(lo, 0.0),
+                              confidence=sure[level].get(lo)))
             grow(lo, hi, level + 1, nodes[-1].id, depth + 1)
 
     grow(0, len(units), 0, None, 1)

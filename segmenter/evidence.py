@@ -1,0 +1,274 @@
+"""Boundaries as evidence: how strongly a text's own unit vectors support each topic boundary.
+
+The topic search (:mod:`~headseg.segmenter.topics`) decides *where* a segment may open from the
+vectors and the text's structure (paragraph breaks, headings, size limits).  Whether a boundary is
+kept is decided here, by a test of the boundary against what the same units would give without
+topic structure: the units of the two segments beside a boundary, shuffled.
+
+For a boundary at unit ``m`` between its neighbours ``a`` and ``b`` (the boundaries before and
+after it, each at most ``EvidenceParams.reach`` units away), the statistic is the scatter the cut
+saves, ``S(a, b) − S(a, m) − S(m, b)`` with ``S`` the weighted scatter of the search
+(:class:`~headseg.segmenter.search.SegmentCost`).  Its null: the same units in a random order, cut
+at the *best* place (the search chose ``m`` among many places, so the null takes the best of all of
+them); ``draws`` shuffles.  The evidence of the boundary is ``z = (saving − mean) / std`` of the null
+(the p-value ``(1 + #{null ≥ saving}) / (1 + draws)`` runs out of resolution on strong boundaries;
+``z`` does not).  Its confidence (:func:`confidence`) is the calibrated probability that a boundary of
+that evidence between segments of that length is a topic boundary of a labelled reference: fitted
+on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
+Evidence and confidence differ: a long lecture's boundaries carry strong evidence (many units on
+each side) yet are less often a reference's (its reference segments are long), so whether a
+boundary exists is decided on the evidence, and the confidence says how sure a user can be of it.
+
+:func:`gate` removes the boundaries whose evidence is below ``min_evidence`` (or whose confidence is
+below ``min_confidence``), the weakest first, and tests its neighbours again beside their new,
+merged neighbours: a text of one subject in three paragraphs loses both paragraph cuts, one of two
+subjects keeps the cut between them.
+
+Cost: the units are projected once onto ``dims`` fixed random directions (the test is exact in that
+space: the observed saving and its null are both measured there); one test is O(draws · n · dims)
+for the ``n ≤ 2 · reach`` units beside the boundary, so the gate is O(C · draws · reach · dims) for
+``C`` boundaries, linear in the document's length.  Deterministic: each test's shuffles are seeded
+by its span.
+
+Source: permutation tests of change points (the CUSUM-type maximal statistic under exchangeability;
+e.g. Antoch & Hušková 2001); the scatter is the linear-kernel cost of Arlot et al. 2019.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from headseg.analysis.errors import HeadsegError
+
+
+@dataclass(frozen=True)
+class EvidenceParams:
+    """Knobs of the boundary test and its calibration (defaults used everywhere; docs/segmenter.md,
+    "Boundaries as evidence")."""
+
+    #: shuffles per test
+    draws: int = 64
+    #: principal directions of the text's unit vectors the test reads (:func:`project`)
+    dims: int = 32
+    #: the most units on each side of a boundary its test reads (keeps each test O(reach))
+    reach: int = 200
+    #: the calibration of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``,
+    #: ``n`` the units of the two segments beside the boundary (``benchmarks/calibration.py`` fits it)
+    bias: float = 4.162
+    z_weight: float = 0.145
+    length_weight: float = -1.572
+    seed: int = 20261205
+
+    def __post_init__(self) -> None:
+        for name in ("draws", "dims", "reach"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise HeadsegError(f"{name} must be an integer of at least 2 (got {v!r})")
+        for name in ("bias", "z_weight", "length_weight"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise HeadsegError(f"{name} must be a finite number (got {v!r})")
+        if not self.z_weight > 0:
+            raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
+
+
+def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
+    """``x [U, D]`` on its ``params.dims`` principal directions ``[U, ≤ dims]`` (centred on its mean):
+    the directions in which the text's units differ most, where its topics differ.  Exact SVD while
+    the text is small; beyond, a seeded randomized range finder (Halko et al. 2011) with two power
+    iterations, O(U · D · dims)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
+    x = x - x.mean(axis=0, keepdims=True)
+    u, d = x.shape
+    k = params.dims
+    if min(u, d) <= k:
+        return x if d <= u else _svd_scores(x, k)
+    if min(u, d) <= 4 * k:
+        return _svd_scores(x, k)
+    rng = np.random.default_rng([params.seed, u, d])
+    q = np.linalg.qr(x @ rng.standard_normal((d, k + 16)))[0]
+    for _ in range(2):
+        q = np.linalg.qr(x @ (x.T @ q))[0]
+    ub, s, _ = np.linalg.svd(q.T @ x, full_matrices=False)
+    return (q @ ub[:, :k]) * s[:k]
+
+
+def _svd_scores(x: np.ndarray, k: int) -> np.ndarray:
+    """The coordinates of the rows of ``x`` on its top ``k`` right singular vectors."""
+    u, s, _ = np.linalg.svd(x, full_matrices=False)
+    return u[:, :k] * s[:k]
+
+
+def _savings(cx: np.ndarray, cw: np.ndarray) -> np.ndarray:
+    """The scatter saved by each inner cut of spans given by prefix sums ``cx [..., n + 1, k]``,
+    ``cw [..., n + 1]``: ``[..., n − 1]``, the cut before item ``j`` for ``j = 1..n−1`` (the
+    within-span scatter minus both parts', which needs no squared norms)."""
+    tot_x, tot_w = cx[..., -1:, :], cw[..., -1:]
+    left_x, left_w = cx[..., 1:-1, :], cw[..., 1:-1]
+    right_x, right_w = tot_x - left_x, tot_w - left_w
+    whole = np.einsum("...ik,...ik->...i", tot_x, tot_x) / tot_w
+    return (np.einsum("...ik,...ik->...i", left_x, left_x) / left_w
+            + np.einsum("...ik,...ik->...i", right_x, right_x) / right_w - whole)
+
+
+def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: EvidenceParams) -> tuple[float, int]:
+    """The evidence ``z`` of a boundary at ``m`` between neighbours ``a < m < b`` (projected vectors
+    ``y [U, k]``, unit weights ``w [U]``), and the units it read: its saving against the best cut of
+    the same units shuffled (at most ``params.reach`` units on each side)."""
+    a, b = max(a, m - params.reach), min(b, m + params.reach)
+    n = b - a
+    ys, ws = y[a:b], w[a:b]
+    wy = ys * ws[:, None]
+    cx = np.vstack([np.zeros((1, y.shape[1])), np.cumsum(wy, axis=0)])
+    cw = np.concatenate([[0.0], np.cumsum(ws)])
+    observed = float(_savings(cx, cw)[m - a - 1])
+    # seeded by the span: the same boundary between the same neighbours always reads the same
+    rng = np.random.default_rng([params.seed, a, m, b])
+    order = np.argsort(rng.random((params.draws, n)), axis=1)
+    pcx = np.concatenate([np.zeros((params.draws, 1, y.shape[1])), np.cumsum(wy[order], axis=1)], axis=1)
+    pcw = np.concatenate([np.zeros((params.draws, 1)), np.cumsum(ws[order], axis=1)], axis=1)
+    null = _savings(pcx, pcw).max(axis=1)
+    spread = float(null.std())
+    if spread <= 1e-12 * max(abs(observed), 1.0):
+        return 0.0, n  # every order saves the same: the units are alike, nothing to tell
+    return float((observed - null.mean()) / spread), n
+
+
+def confidence(z: float | np.ndarray, n: float | np.ndarray,
+               params: EvidenceParams | None = None) -> float | np.ndarray:
+    """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all:
+    ``sigmoid(bias + z_weight · z + length_weight · ln n)``, in (0, 1)."""
+    p = params or EvidenceParams()
+    t = p.bias + p.z_weight * np.asarray(z, dtype=np.float64) + p.length_weight * np.log(np.maximum(n, 2))
+    v = 1.0 / (1.0 + np.exp(-t))
+    return float(v) if np.ndim(v) == 0 else v
+
+
+def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
+         min_confidence: float = 0.0, params: EvidenceParams | None = None,
+         fits: Callable[[int, int], bool] | None = None, forward: bool = True) -> tuple[list[int], list[float]]:
+    """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
+
+    A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
+    ``min_confidence``; the weakest (by its shortfall in units of ``z``) is removed first and its two
+    neighbours tested again beside their new neighbours, until no weak boundary is left.
+    ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
+    ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
+    would break them stays, however weak.  Returns the kept boundaries and each one's confidence
+    beside its final neighbours.  Cost: one test per boundary and two per removal
+    (:func:`boundary_z`).
+
+    ``forward``: first choose the boundaries the evidence supports from the widest context down
+    (:func:`select`); the others are removed before any chosen one (weakest first, where the limits
+    allow), then the chosen ones are checked beside their final neighbours as above.
+    """
+    params = params or EvidenceParams()
+    cuts = [int(c) for c in cuts]
+    n = len(x)
+    if any(not 0 < c < n for c in cuts) or any(p >= q for p, q in zip(cuts, cuts[1:])):
+        raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
+    if not cuts:
+        return [], []
+    y = project(x, params)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    chosen = select(x, w, cuts, min_evidence, params, y) if forward and min_evidence > -math.inf else set(cuts)
+    edges = [0, *cuts, n]
+    prev = list(range(-1, len(edges) - 1))
+    nxt = list(range(1, len(edges) + 1))
+    alive = [True] * len(edges)
+    sure = [1.0] * len(edges)
+    version = [0] * len(edges)
+    # the confidence floor in units of z at the boundary's own length: logit(min_confidence) − the rest
+    floor_logit = -math.inf if min_confidence <= 0 else math.inf if min_confidence >= 1 else \
+        math.log(min_confidence / (1.0 - min_confidence))
+
+    def test(i: int) -> float:
+        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall."""
+        z, m = boundary_z(y, w, edges[prev[i]], edges[i], edges[nxt[i]], params)
+        sure[i] = confidence(z, m, params)
+        need = (floor_logit - params.bias - params.length_weight * math.log(max(m, 2))) / params.z_weight
+        margin = min(z - min_evidence, z - need)
+        # a boundary the evidence did not choose goes before any chosen one (weakest first among them)
+        return margin if edges[i] in chosen else min(margin, 0.0) - 1e6
+
+    heap = []
+    for i in range(1, len(edges) - 1):
+        heapq.heappush(heap, (test(i), i, 0))
+    while heap:
+        margin, i, v = heapq.heappop(heap)
+        if not alive[i] or v != version[i]:
+            continue  # removed, or tested again since
+        if margin >= 0:
+            break  # the weakest boundary left is strong enough: so are all the others
+        if fits is not None and not fits(edges[prev[i]], edges[nxt[i]]):
+            continue  # the hard limits need it: it stays
+        alive[i] = False
+        p, q = prev[i], nxt[i]
+        nxt[p], prev[q] = q, p
+        for j in (p, q):
+            if 0 < j < len(edges) - 1 and alive[j]:
+                version[j] += 1
+                heapq.heappush(heap, (test(j), j, version[j]))
+    kept = [i for i in range(1, len(edges) - 1) if alive[i]]
+    return [edges[i] for i in kept], [float(sure[i]) for i in kept]
+
+
+def select(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
+           params: EvidenceParams | None = None, y: np.ndarray | None = None) -> set[int]:
+    """The boundaries of ``cuts`` the evidence supports, chosen from the widest context down.
+
+    Forward selection: each candidate is tested inside the segment the boundaries chosen so far leave
+    around it (at first the whole text); the one of most evidence is chosen while its ``z`` reaches
+    ``min_evidence``, and the candidates within ``params.reach`` of it are tested again inside their
+    new, smaller segments.  A text of one subject whose paragraph cuts each stand out beside the next
+    paragraph (three units against three) shows no evidence against the whole text, so none is
+    chosen.  ``y``: ``x`` already projected (:func:`project`).  Cost: one test per candidate and
+    per candidate within reach of each chosen one.
+    """
+    params = params or EvidenceParams()
+    cuts = sorted(int(c) for c in cuts)
+    n = len(x)
+    y = project(x, params) if y is None else y
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    chosen: list[int] = []  # sorted
+    version = dict.fromkeys(cuts, 0)
+
+    def test(c: int) -> float:
+        k = bisect.bisect_left(chosen, c)
+        a = chosen[k - 1] if k else 0
+        b = chosen[k] if k < len(chosen) else n
+        return boundary_z(y, w, a, c, b, params)[0]
+
+    heap = [(-test(c), c, 0) for c in cuts]
+    heapq.heapify(heap)
+    while heap:
+        neg, c, v = heapq.heappop(heap)
+        if version.get(c) != v:
+            continue  # chosen already, or tested again since
+        if -neg < min_evidence:
+            break  # the best candidate left lacks the evidence: so do the others
+        bisect.insort(chosen, c)
+        version.pop(c)
+        lo, hi = bisect.bisect_left(cuts, c - params.reach), bisect.bisect_right(cuts, c + params.reach)
+        for d in cuts[lo:hi]:
+            if d in version:
+                version[d] += 1
+                heapq.heappush(heap, (-test(d), d, version[d]))
+    return set(chosen)
+
+
+def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
+                params: EvidenceParams | None = None) -> list[float]:
+    """The confidence of each boundary of ``cuts`` beside its neighbours (none removed)."""
+    return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
+
+
+__all__ = ("EvidenceParams", "boundary_z", "confidence", "confidences", "gate", "project")
