@@ -1,8 +1,8 @@
 """Build issue 48's short families: texts people paste, of one subject or of several, seeded.
 
 Three JSONL files in ``benchmarks/data/`` (one object a line: ``id``, ``text``, ``boundaries`` as
-character offsets at unit starts, ``source``; the format of ``short_sections_dev.jsonl``), each a
-data set of ``benchmarks.common.DATASETS``:
+character offsets at unit starts, ``source``, the format of ``short_sections_dev.jsonl``; and
+``origins``, the source documents one by one), each a data set of ``benchmarks.common.DATASETS``:
 
 * ``short_one_dev.jsonl``, **one subject in 2-4 paragraphs** (reference: one segment): the first
   sentences of ONE section of one source document, laid out as 2-4 paragraphs of 2-5 sentences
@@ -299,7 +299,7 @@ def record(doc_id: str, subjects: list[list[list[str]]], join: str, origins: lis
                 bounds.append(len(text))
             text += " ".join(sentences)
     rec = {"id": f"{doc_id}@{' + '.join(origins)}", "text": text + "\n", "boundaries": bounds,
-           "source": " + ".join(origins)}
+           "source": " + ".join(origins), "origins": origins}
     doc = parse_jsonl(json.dumps(rec), "check")[0]
     return rec if [doc.starts[b] for b in doc.boundaries] == bounds else None
 
