@@ -23,8 +23,9 @@ character offsets at unit starts, ``source``, the format of ``short_sections_dev
 
 An id reads ``KIND/SOURCE/JOIN/NN@ORIGIN``: ORIGIN names the source documents (a Debian file's path,
 a docs file and heading, a data set's document and section index).  Texts stay under
-``MAX_WORDS`` words (about 350 tokens).  Sentences are the data sets' reference units (one sentence
-a unit, a full stop added where none ends it) or, in Markdown and README prose, a simple rule.
+``MAX_TOKENS`` of the default model's tokens.  Sentences are the data
+sets' reference units (one sentence a unit, a full stop added where none ends it) or, in Markdown and
+README prose, a simple rule.
 
 The repository's docs change with every commit and ``/usr/share/doc`` differs between machines, so
 their prose sections are extracted once into ``short_prose_sections.jsonl`` (``--extract``,
@@ -39,6 +40,7 @@ families anywhere the shared data is.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import json
 import random
@@ -47,7 +49,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import BENCH_DATA, REPO, data_root
+from benchmarks.common import BENCH_DATA, REPO, data_root, default_tokenizer
 from benchmarks.short_docs import _sentence, everyday_paragraphs
 from headseg.segmenter.evaluation.loaders import iter_documents, parse_jsonl
 
@@ -61,8 +63,8 @@ FAMILIES = {"short_one_dev": BENCH_DATA / "short_one_dev.jsonl",
 ONE_PER_SOURCE = 40
 UNRELATED_TEXTS = 80
 ADJACENT_PER_SOURCE = 30
-#: about 350 of the model's tokens
-MAX_WORDS = 250
+#: the default model's tokens a text holds at most (:func:`size`)
+MAX_TOKENS = 340
 JOINS = {"blank": "\n\n", "space": " "}
 #: the labelled dev sets the sections come from (name, folder under the data root)
 SHARED = (("wiki50", "segmentation/wiki50_dev"), ("clinical", "segmentation/clinical_dev"), ("manifestos", "corpus"))
@@ -259,18 +261,27 @@ def all_sections() -> dict[str, list[Section]]:
 
 # ---- laying sentences out as paragraphs, and the records ----
 
+@functools.lru_cache(maxsize=1)
+def _tokenizer():
+    return default_tokenizer()
+
+
+def size(sentences: list[str]) -> int:
+    """The default model's tokens of the sentences run together."""
+    return len(_tokenizer().encode(" ".join(sentences))[0])
+
+
 def layout(sentences: list[str], rng: random.Random, paragraphs: tuple[int, int], sizes: tuple[int, int],
-           max_words: int = MAX_WORDS) -> list[list[str]] | None:
+           max_tokens: int = MAX_TOKENS) -> list[list[str]] | None:
     """The first sentences as ``paragraphs`` (min, max) paragraphs of ``sizes`` (min, max) sentences,
-    under ``max_words``; None where the section is too short."""
+    under ``max_tokens``; None where the section is too short."""
     lo, hi = sizes
     if len(sentences) < paragraphs[0] * lo:
         return None
     p = rng.randint(paragraphs[0], min(paragraphs[1], len(sentences) // lo))
     counts = [rng.randint(lo, hi) for _ in range(p)]
     while True:
-        words = sum(len(s.split()) for s in sentences[:sum(counts)])
-        if sum(counts) <= len(sentences) and words <= max_words:
+        if sum(counts) <= len(sentences) and size(sentences[:sum(counts)]) <= max_tokens:
             break
         big = [i for i, c in enumerate(counts) if c > lo]
         if big:
@@ -345,11 +356,11 @@ def one_subject(by_source: dict[str, list[Section]], seed: int) -> list[dict]:
 _PLANS = {2: [(1, 1), (1, 2), (2, 1), (2, 2)], 3: [(1, 1, 1), (2, 1, 1), (1, 2, 1), (1, 1, 2)]}
 
 
-def _subject(section: Section, paragraphs: int, rng: random.Random, max_words: int) -> list[list[str]] | None:
+def _subject(section: Section, paragraphs: int, rng: random.Random, max_tokens: int) -> list[list[str]] | None:
     sentences = _usable_run(section.sentences)
     if section.source == "everyday" and len(sentences) == 4 and paragraphs == 2:
         return [sentences[:2], sentences[2:]]
-    return layout(sentences, rng, (paragraphs, paragraphs), (2, 3 if paragraphs == 2 else 4), max_words)
+    return layout(sentences, rng, (paragraphs, paragraphs), (2, 3 if paragraphs == 2 else 4), max_tokens)
 
 
 def unrelated(by_source: dict[str, list[Section]], seed: int) -> list[dict]:
@@ -374,7 +385,7 @@ def unrelated(by_source: dict[str, list[Section]], seed: int) -> list[dict]:
                 section = rng.choice(groups[name][rng.choice(sorted(groups[name]))])
                 if section.origin in used or section.origin in origins:
                     continue
-                laid = _subject(section, paras, rng, MAX_WORDS // k)
+                laid = _subject(section, paras, rng, MAX_TOKENS // k)
                 if laid:
                     subjects.append(laid)
                     origins.append(section.origin)
@@ -404,7 +415,7 @@ def adjacent(by_source: dict[str, list[Section]], seed: int) -> list[dict]:
         for a, b in pairs:
             if a.origin in used or b.origin in used:
                 continue
-            subjects = [layout(_usable_run(s.sentences), rng, (1, 2), (2, 4), MAX_WORDS // 2) for s in (a, b)]
+            subjects = [layout(_usable_run(s.sentences), rng, (1, 2), (2, 4), MAX_TOKENS // 2) for s in (a, b)]
             if not all(subjects):
                 continue
             recs = [record(f"adjacent/{source}/{join}/{n:02d}", subjects, join, [a.origin, b.origin]) for join in JOINS]

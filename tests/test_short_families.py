@@ -59,7 +59,7 @@ def test_each_family_is_a_data_set_whose_references_are_consistent(name):
             assert all(r["text"][b - 2:b] == "\n\n" for b in r["boundaries"])
         else:
             assert "\n" not in r["text"].rstrip("\n")
-        assert len(r["text"].split()) <= short_families.MAX_WORDS
+        assert short_families.size([r["text"]]) <= short_families.MAX_TOKENS + 4  # the separators
 
 
 def test_each_text_is_there_with_breaks_and_run_together():
