@@ -2,7 +2,8 @@
 
 For each text of the families ``benchmarks/short_families.py`` builds (``short_one_dev``,
 ``short_unrelated_dev``, ``short_adjacent_dev``; ``--families`` names others of the same JSONL form),
-by kind, source and join (the id's ``KIND/SOURCE/JOIN``): the share of texts segmented exactly right
+by kind, source and join (the id's ``KIND/SOURCE/JOIN``; ``short_dev`` and ``short_sections_dev`` also
+read, by family, source and join): the share of texts segmented exactly right
 (the same boundaries as the reference, both snapped to the text's units as the loaders split it; a
 one-subject text is right iff it comes back whole), the mean number of segments beside the
 reference's, and Pk.  Three columns: headseg (the real level strategy on the default ``Segmenter``),
@@ -51,13 +52,19 @@ def group_of(doc_id: str) -> tuple[str, str, str]:
 
 
 def load(families: list[str], limit: int | None = None) -> list:
-    """The family texts (loaders' documents), at most ``limit`` per kind/source/join."""
+    """The family texts (loaders' documents), at most ``limit`` per kind/source/join.  A text of another
+    family (``short_dev``: ``SOURCE-NN-JOIN``, ``short_sections_dev``: ``SOURCE-K-NN``) gets the id
+    ``FAMILY/SOURCE/JOIN/ID``."""
     from headseg.segmenter.evaluation.loaders import iter_documents
 
     docs, seen = [], {}
     for name in families:
         path = Path(name) if name.endswith(".jsonl") else BENCH_DATA / f"{name}.jsonl"
         for d in iter_documents(path):
+            if "@" not in d.id:  # another family (short_dev, short_sections_dev): its name as the kind
+                parts = d.id.split("-")
+                join = parts[-1] if parts[-1] in ("blank", "line", "space") else "blank"
+                d.id = f"{path.stem.removesuffix('_dev')}/{parts[0]}/{join}/{d.id}"
             g = group_of(d.id)
             seen[g] = seen.get(g, 0) + 1
             if limit is None or seen[g] <= limit:

@@ -99,3 +99,10 @@ def test_the_evaluators_headseg_column_is_what_segment_gives(tmp_path):
         for d in docs:
             direct = [s.start for s in seg.segment(d.text, **opts).segments[1:]]
             assert found[d.id] == snap_offsets(direct, d.starts, len(d.text)), (d.id, opts)
+
+
+def test_the_evaluator_reads_the_older_short_families_by_family_source_and_join():
+    docs = short_exact.load(["short_dev", "short_sections_dev"], limit=1)
+    groups = {short_exact.group_of(d.id) for d in docs}
+    assert ("short", "everyday", "line") in groups and ("short_sections", "wiki50", "blank") in groups
+    assert len({d.id for d in docs}) == len(docs)
