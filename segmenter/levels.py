@@ -28,6 +28,7 @@ from headseg.analysis.errors import HeadsegError
 from headseg.analysis.registry import Registry
 from headseg.analysis.segments import Segmentation
 
+from .blocks import line_start_boundaries
 from .document import Document
 from .limits import overlap_chunks
 from .request import SearchRequest
@@ -127,8 +128,8 @@ def topic_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: 
     overlap = ctx.options.get("overlap")
     if overlap:
         meta["chunks"] = overlap_chunks(d, cuts, overlap, request.max_chars, request.max_tokens)
-    return d.finish(Segmentation.from_boundaries(
-        d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
+    result = Segmentation.from_boundaries(d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta)
+    return d.finish(line_start_boundaries(d, result, request.max_chars, request.max_tokens))
 
 
 @register_level("unit", "sentence-like units", search=False)
@@ -146,8 +147,9 @@ def tree_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: L
     segments are its leaves, ``nodes`` the whole tree."""
     levels = tree_levels(d, x, request, ctx.params, depth=ctx.options.get("depth"))
     cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
-    return d.finish(Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
-                                                 meta={"units": len(d.units), "profile": ctx.profile_hash}))
+    result = Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
+                                          meta={"units": len(d.units), "profile": ctx.profile_hash})
+    return d.finish(line_start_boundaries(d, result, request.max_chars, request.max_tokens))
 
 
 __all__: Sequence[str] = ("Level", "LevelContext", "Strategy", "get_level", "level_help", "level_names",
