@@ -226,7 +226,8 @@ def line_start_boundaries(doc: Document, result: Segmentation, max_chars: int | 
     moved = {}
     for i, p in enumerate(bounds):
         q = lined.indent_start(p)
-        if q < p and budget.fits(q, result.segments[i + 1].end):
+        # never onto the segment before's start (a text that opens with indentation: its first unit is that)
+        if result.segments[i].start < q < p and budget.fits(q, result.segments[i + 1].end):
             moved[p] = q
     if not moved:
         return result

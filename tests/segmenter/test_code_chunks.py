@@ -112,6 +112,17 @@ def test_a_boundary_moves_back_only_where_the_limits_allow(tokenizer):
     assert line_start_boundaries(plain, result, None, None) is result
 
 
+def test_a_boundary_never_moves_onto_the_segment_before(tokenizer):
+    text = "    x = 1\n    y = 2\n"  # an indented code block from the text's first character
+    st = read_markdown(text)
+    assert st.blocks[0].kind == "code"
+    # units that no splitter of headseg makes (one holding the first line's indentation alone), so that
+    # moving the boundary at 4 back to its line's start would empty the segment before
+    d = Document.build(text, tokenize(text, tokenizer), [(0, 4), (4, 14), (14, 20)], st)
+    result = Segmentation.from_boundaries(text, [4, 14], [0.5, 0.5])
+    assert line_start_boundaries(d, result, None, None).boundaries == [4, 10]
+
+
 def test_a_boundary_after_indentation_outside_code_stays(tokenizer):
     text = "Intro.\n\n- item one\n  continued here\n- two\n"
     d = _document(tokenizer, text)
