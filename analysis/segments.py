@@ -251,8 +251,8 @@ class Segmentation:
         """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
 
         ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
-        "token_count", "headings", "id", "parent", "depth"}]}`` (the module's record fields; for a
-        tree the segments are its leaves), and for a segment tree ``"tree"``: the document's
+        "token_count", "headings", "id", "parent", "depth", "overlap_chars"}]}`` (the module's record
+        fields; for a tree the segments are its leaves, with ``chunks`` the overlapped chunks), and for a segment tree ``"tree"``: the document's
         children, each node ``{"id", "start", "end", "score", "text", "token_count", "headings",
         "depth", "children": [...]}``.  Scores are rounded to 6 decimals.  ``document`` defaults to
         the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
