@@ -76,9 +76,9 @@ def tree_paths(seg: Segmentation) -> list[str]:
 _TEXT_START = re.compile(rb"(##### |----- segment 1/)")
 _JSON_START = re.compile(rb'\s*(\[\s*(\]|\{\s*"document":)|\{\s*"document":)')
 
-#: the record layouts headseg has written: today's, the one before the tree's ``id``/``parent``/``depth``
-#: (issue 36), and the one before ``headings`` (issue 34)
-_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:8], RECORD_FIELDS[:7])
+#: the record layouts headseg has written: today's, the one before ``overlap_chars`` (issue 49), the one
+#: before the tree's ``id``/``parent``/``depth`` (issue 36), and the one before ``headings`` (issue 34)
+_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:11], RECORD_FIELDS[:8], RECORD_FIELDS[:7])
 
 
 def _text_output(path, head: bytes) -> bool:
@@ -181,7 +181,8 @@ class Encoder:
 
 @register_format("text", "segments between '-----' lines, '#####' per document", recognise=_text_output)
 class TextEncoder(Encoder):
-    """Segments between ``-----`` lines (with offsets, score and a tree leaf's place), ``#####`` per document."""
+    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score and a tree leaf's place),
+    ``#####`` per document."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
         parts = []
@@ -189,10 +190,12 @@ class TextEncoder(Encoder):
             if not self.single:
                 parts.append(f"##### {doc_id}\n")
             paths = tree_paths(seg)
-            for i, s in enumerate(seg):
+            # with overlapped chunks, the chunks stand for the segments, as in the records
+            for i, s in enumerate(seg.chunks or seg.segments):
                 where = f"  node {paths[i]}" if paths else ""
+                repeated = f"  overlap {seg[i].start - s.start} chars" if seg.chunks else ""
                 parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
-                             f"score {s.score:.3f} -----\n")
+                             f"score {s.score:.3f}{repeated} -----\n")
                 parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
             self.count += 1
         return "".join(parts)

@@ -327,9 +327,9 @@ def register(sub) -> None:
                         "without it, FILE:LINE)")
     # --model --profile --artifact --backend --precision --device --threads --batch-size --unit-mode
     add_config_flags(p, command="segment")
-    # --level --segments --min-chars --max-chars --max-tokens --target-tokens --penalty; the records
-    # tile the text, so the overlapped chunks (the API's meta["chunks"], the adapters) are not offered
-    add_option_flags(p, exclude=("overlap",))
+    # --level --segments --min-chars --max-chars --max-tokens --target-tokens --overlap --penalty...; with
+    # --overlap the records are the overlapped chunks, each saying what it repeats (overlap_chars)
+    add_option_flags(p)
     p.add_argument("--docs-per-batch", type=int, default=DEFAULT_BATCH_DOCS,
                    help=f"documents segmented and written together (default {DEFAULT_BATCH_DOCS}); "
                         "memory is bounded by this, and an interrupted run loses at most one batch")

@@ -74,8 +74,9 @@ BAD = [
     (b'{"documents": [{"id": [1], "text": "a"}]}', 422, "documents[0].id"),
     (b'{"text": "a", "token_counter": "/etc/passwd"}', 422, "unknown field(s): token_counter"),
     (b'{"text": "a", "colour": 1}', 422, "unknown field(s): colour"),
-    # the answer's records tile the text, so overlapped chunks are not offered over HTTP
-    (b'{"text": "a", "overlap": 1}', 422, "unknown field(s): overlap"),
+    # overlapped chunks are the topic level's (issue 49: accepted over HTTP, refused with another level)
+    (b'{"text": "a", "overlap": 1, "level": "unit"}', 422, "overlap goes with level topic"),
+    (b'{"text": "a", "overlap": -1}', 422, "overlap must be a non-negative integer"),
     (b'{"text": "a", "max_tokens": 10, "target_tokens": 20}', 422, "target_tokens (20) is larger than"),
     (b'{"text": "a", "max_chars": "9"}', 422, "max_chars must be a positive integer"),
     (b'{"text": "a", "level": "chapter"}', 422, "level must be one of"),
@@ -238,7 +239,7 @@ def test_request_schema_and_page_form_are_made_from_the_options(client):
     schema = _request_schema(client)
     props = schema["properties"]
     assert list(props) == ["text", "documents", *HTTP_OPTIONS]
-    assert "target_tokens" in props and "overlap" not in props  # the drift the hand-written schema had
+    assert "target_tokens" in props and "overlap" in props  # every option with a flag (issue 49: overlap too)
     assert props["level"]["enum"] == list(level_names()) and props["level"]["default"] == "topic"
     assert props["penalty"]["default"] == TopicParams.penalty == 0.35
     assert props == {**props, **option_schema(HTTP_OPTIONS)}
