@@ -19,8 +19,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.text import TokenizedText
 from headseg.export.batcher import Cancelled
 from headseg.formats import failure_record, json_line
+from headseg.segmenter.pipeline import Pipeline
 
 from .host import Host
 from .refusals import Refusal, busy, error
@@ -70,13 +72,14 @@ def segment_router(host: Host, check_key: Callable[[Request], None]) -> APIRoute
             req = parse_request(body, config.max_queue)
         except RequestError as exc:
             raise Refusal(exc.status, exc.reason) from None
-        await _check_tokens(req.texts, config.max_request_tokens, host.runner.pipeline.encoder.tokenizer)
+        tokens = await _tokens_within(req.texts, config.max_request_tokens, host.runner.pipeline)
         if not host.admit(len(req.texts)):
             raise busy(f"queue full ({host.in_flight} of {config.max_queue} documents in flight)", 429)
         if req.many:
-            return StreamingResponse(_stream(request, req, time.perf_counter()), media_type="application/x-ndjson")
+            return StreamingResponse(_stream(request, req, tokens, time.perf_counter()),
+                                     media_type="application/x-ndjson")
         try:
-            task = asyncio.ensure_future(host.runner.segment(req.texts[0], req.options))
+            task = asyncio.ensure_future(host.runner.segment(tokens[0], req.options))
             if not await _finished_or_gone(request, [task]):
                 return Response(status_code=499)
             seg = task.result()
@@ -87,8 +90,9 @@ def segment_router(host: Host, check_key: Callable[[Request], None]) -> APIRoute
         _served(req)
         return JSONResponse(seg.to_dict())
 
-    async def _stream(request: Request, req: SegmentRequest, started: float) -> AsyncIterator[bytes]:
-        tasks = [asyncio.ensure_future(host.runner.segment(t, req.options)) for t in req.texts]
+    async def _stream(request: Request, req: SegmentRequest, tokens: list[str | TokenizedText],
+                      started: float) -> AsyncIterator[bytes]:
+        tasks = [asyncio.ensure_future(host.runner.segment(t, req.options)) for t in tokens]
         status = "200"
         try:
             for doc_id, task in zip(req.ids, tasks):
@@ -119,16 +123,19 @@ def segment_router(host: Host, check_key: Callable[[Request], None]) -> APIRoute
 _TOKENS_PER_CHAR = 4
 
 
-async def _check_tokens(texts, limit: int, tokenizer) -> None:
+async def _tokens_within(texts: list[str], limit: int, pipeline: Pipeline) -> list[str | TokenizedText]:
     """Refuse (413) texts of more than ``limit`` model tokens, before any model work: the bound on what
-    one request may cost.  Texts too short to reach it are not tokenized; others are, in a thread."""
-    chars = sum(len(t) for t in texts)
-    if chars * _TOKENS_PER_CHAR <= limit:
-        return
-    tokens = await asyncio.to_thread(lambda: sum(len(tokenizer.encode(t)[0]) for t in texts))
-    if tokens > limit:
-        raise Refusal(413, f"the request's text is {tokens:,} model tokens, over the limit of {limit:,} "
+    one request may cost.  What the runner is handed: texts too short to reach the limit as they are
+    (not tokenized here: the worker tokenizes them once), the others as the tokens counted here, in
+    threads off the event loop, which the pipeline reads instead of tokenizing again."""
+    if sum(len(t) for t in texts) * _TOKENS_PER_CHAR <= limit:
+        return list(texts)
+    tokens = await asyncio.gather(*(asyncio.to_thread(pipeline.tokenize, t) for t in texts))
+    count = sum(len(t) for t in tokens)
+    if count > limit:
+        raise Refusal(413, f"the request's text is {count:,} model tokens, over the limit of {limit:,} "
                            "(split it into several requests)")
+    return list(tokens)
 
 
 async def _finished_or_gone(request: Request, tasks: list) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -151,6 +152,40 @@ def test_a_request_over_the_token_bound_is_413_before_any_model_work(host, monke
         prose = "The river rose quickly after the rain. " * 50
         assert len(host.runner.pipeline.encoder.tokenizer.encode(prose)[0]) < 1000
         assert c.post("/v1/segment", json={"text": prose}).status_code == 200 and len(calls) == 1
+
+
+def test_each_text_of_a_request_is_tokenized_once(host, monkeypatch):
+    """Issue 47: the token bound's count is what the pipeline reads; the text is not tokenized again.
+
+    Before, a text long enough to be counted was tokenized at admission and again by the pipeline
+    (2 calls per text); a short one (never counted) once.  The records are the runner's own."""
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.host import Host
+
+    small = Host(host.config.__class__(max_request_tokens=1000))
+    small.runner = host.runner
+    tokenizer = host.runner.pipeline.encoder.tokenizer
+    encoded: list[str] = []
+    real = tokenizer.encode
+    monkeypatch.setattr(tokenizer, "encode", lambda text: encoded.append(text) or real(text))
+    long = TOPICS  # over 250 characters: counted against the bound of 1,000 tokens
+    short = "Short. Text."  # 4 tokens a character at most: under the bound, never counted
+    with TestClient(create_app(host=small)) as c:
+        for text in (long, short):
+            encoded.clear()
+            r = c.post("/v1/segment", json={"text": text})
+            assert r.status_code == 200, r.text
+            assert encoded == [text]
+            expected = asyncio.run(host.runner.segment(text, {})).to_dict()
+            assert r.json() == expected
+        encoded.clear()
+        docs = [{"id": str(i), "text": f"Part {i}. " + long[:300]} for i in range(3)]
+        r = c.post("/v1/segment", json={"documents": docs})
+        assert r.status_code == 200, r.text
+        assert sorted(encoded) == sorted(d["text"] for d in docs)
+        assert [json.loads(line)["document"] for line in r.text.splitlines()] == ["0", "1", "2"]
 
 
 def test_full_queue_is_429_with_retry_after(client, host):
