@@ -159,8 +159,6 @@ class Encoder:
 
     def __init__(self, single: bool = False):
         self.single = single
-        #: documents encoded so far
-        self.count = 0
 
     def opening(self) -> str:
         """What the output begins with."""
@@ -197,7 +195,6 @@ class TextEncoder(Encoder):
                 parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
                              f"score {s.score:.3f}{repeated} -----\n")
                 parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
-            self.count += 1
         return "".join(parts)
 
 
@@ -207,7 +204,6 @@ class JsonlEncoder(Encoder):
     """One flat record per segment (per tree node) per line."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
-        self.count += len(docs)
         return json_lines(document_records(docs))
 
     def records(self, rows: Sequence[dict]) -> str:
@@ -217,6 +213,11 @@ class JsonlEncoder(Encoder):
 @register_format("json", "one record per document (an array of them for several)", recognise=_json_output)
 class JsonEncoder(Encoder):
     """One :meth:`Segmentation.to_dict` record per document, indented; an array of them unless ``single``."""
+
+    def __init__(self, single: bool = False):
+        super().__init__(single)
+        #: documents in the array so far: the first has no comma before it, an empty array no line break
+        self.count = 0
 
     def opening(self) -> str:
         return "" if self.single else "["

@@ -14,7 +14,7 @@ from headseg.analysis.text import tokenize
 from headseg.segmenter.blocks import split_at_blocks, structure_prior
 from headseg.segmenter.document import Document, TokenCount
 from headseg.segmenter.options import SegmentOptions
-from headseg.segmenter.structure import (MarkdownText, as_read, looks_like_markdown, read_markdown,
+from headseg.segmenter.structure import (SourceText, as_read, looks_like_markdown, read_markdown,
                                          resolve_structure)
 
 DOC = (
@@ -108,8 +108,16 @@ def test_the_auto_rule():
     assert resolve_structure("# One\nx\n", "markdown").headings[0].title == "One"
     # a .md file is Markdown whatever it looks like
     md = as_read("notes.MD", "# One\nx\n")
-    assert isinstance(md, MarkdownText) and resolve_structure(md, "auto") is not None
-    assert not isinstance(as_read("notes.txt", "# One\n"), MarkdownText)
+    assert md == SourceText("# One\nx\n", "markdown") and resolve_structure(md.text, "auto", md.hint) is not None
+    assert resolve_structure(md.text, "auto") is None  # the hint, not the text's looks, made it Markdown
+    assert resolve_structure(md.text, "plain", md.hint) is None  # an explicit structure wins
+    assert as_read("notes.txt", "# One\n") == "# One\n"
+    with pytest.raises(InputError, match="hint"):
+        resolve_structure("x", "auto", "html")
+    with pytest.raises(InputError, match="hint"):
+        SourceText("x", "rst")
+    with pytest.raises(InputError, match="expected text as str"):
+        SourceText(b"x", "markdown")
     with pytest.raises(InputError, match="structure"):
         resolve_structure("x", "html")
     with pytest.raises(InputError, match="structure"):
