@@ -9,20 +9,16 @@ The records (:data:`RECORD_FIELDS`, one per node; a flat segmentation is a tree 
 children); ``parent``, its parent's ``id`` (None at depth 1, under the document); ``depth`` (1 for
 the document's children); ``index``, its number among the segments (the leaves), None for a
 node that has children; ``start``, ``end``, ``text`` (``text[start:end]``), ``score`` (the
-<<<<<<< HEAD
 strength of the boundary that opens it, at its own depth; 0 at the text's start), ``confidence`` (the
 calibrated confidence of that boundary, in [0, 1]; None at the text's start and where nothing tested it,
-as in the unit level), ``token_count`` and ``headings`` as :class:`Segment`'s.
-=======
-strength of the boundary that opens it, at its own depth; 0 at the text's start), ``token_count`` and
-``headings`` as :class:`Segment`'s; ``overlap_chars``, None unless overlapped chunks were asked for.
+as in the unit level), ``token_count`` and ``headings`` as :class:`Segment`'s; ``overlap_chars``, None
+unless overlapped chunks were asked for.
 
 Overlapped chunks (the topic level's ``overlap`` option; :attr:`Segmentation.chunks`): the records are
 then the chunks, one per segment, in place of the segments: ``start``/``end``/``text``/``token_count`` are
 the chunk's, and ``overlap_chars`` says how many characters at the start of its ``text`` repeat the end of
 the segment before (0 for the first), so the segment itself is ``text[overlap_chars:]`` from
-``start + overlap_chars``; ``index``, ``score`` and ``headings`` are the segment's.
->>>>>>> main
+``start + overlap_chars``; ``index``, ``score``, ``confidence`` and ``headings`` are the segment's.
 """
 
 from __future__ import annotations
@@ -51,7 +47,8 @@ class RecordField:
 RECORD_SCHEMA = (RecordField("document", str, optional=True, in_tree=False),
                  RecordField("index", int, optional=True, in_tree=False),
                  RecordField("start", int), RecordField("end", int), RecordField("score", float),
-                 RecordField("confidence", float, optional=True), RecordField("text", str), RecordField("token_count", int, optional=True),
+                 RecordField("confidence", float, optional=True), RecordField("text", str),
+                 RecordField("token_count", int, optional=True),
                  RecordField("headings", list), RecordField("id", int),
                  RecordField("parent", int, optional=True, in_tree=False), RecordField("depth", int),
                  RecordField("overlap_chars", int, optional=True, in_tree=False))
@@ -151,12 +148,12 @@ def check_tree(text: str, segments: Sequence[Segment], nodes: Sequence[Node]) ->
         raise HeadsegError("the tree's leaves are not the segments")
 
 
-<<<<<<< HEAD
 def _confidence(record: dict) -> float | None:
     """A record's ``confidence`` (absent in records written before it existed: None)."""
     c = record.get("confidence")
     return None if c is None else float(c)
-=======
+
+
 def check_chunks(text: str, segments: Sequence[Segment], chunks: Sequence[Segment]) -> None:
     """Raise :class:`HeadsegError` unless ``chunks`` are overlapped chunks of ``segments``: one per segment,
     each ending where its segment ends and starting at or after the start of the segment before it (at
@@ -179,13 +176,13 @@ def _read_leaves(rows: Sequence[dict]) -> tuple[str, list[Segment], list[Segment
         start, end, text, score = int(r["start"]), int(r["end"]), r["text"], float(r["score"])
         heads = tuple(str(h) for h in (r.get("headings") or ()))
         k = r.get("overlap_chars")
+        sure = _confidence(r)
         if k is None:
-            segs.append(Segment(start, end, text, score, r.get("token_count"), heads))
+            segs.append(Segment(start, end, text, score, r.get("token_count"), heads, sure))
             continue
-        chunks.append(Segment(start, end, text, score, r.get("token_count"), heads))
-        segs.append(Segment(start + int(k), end, text[int(k):], score, None, heads))
+        chunks.append(Segment(start, end, text, score, r.get("token_count"), heads, sure))
+        segs.append(Segment(start + int(k), end, text[int(k):], score, None, heads, sure))
     return "".join(s.text for s in segs), segs, chunks
->>>>>>> main
 
 
 @dataclass
@@ -309,10 +306,7 @@ class Segmentation:
             index = None if n.id in inner else leaf
             leaf += index is not None
             values = {"document": doc, "index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
-<<<<<<< HEAD
-                      "confidence": None if n.confidence is None else round(n.confidence, 6), "text": self.text[n.start:n.end], "token_count": n.token_count,
-                      "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth}
-=======
+                      "confidence": None if n.confidence is None else round(n.confidence, 6),
                       "text": self.text[n.start:n.end], "token_count": n.token_count,
                       "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth,
                       "overlap_chars": None}
@@ -320,7 +314,6 @@ class Segmentation:
                 c = self.chunks[index]
                 values |= {"start": c.start, "text": c.text, "token_count": c.token_count,
                            "overlap_chars": n.start - c.start}
->>>>>>> main
             rows.append({k: values[k] for k in RECORD_FIELDS})  # in the schema's order
         return rows
 
@@ -330,18 +323,12 @@ class Segmentation:
         the leaves' texts joined; a tree's nodes are kept when there is one (``level="tree"`` or a parent)."""
         try:
             rows = sorted(records, key=lambda r: int(r["id"]))
-<<<<<<< HEAD
-            leaves = [r for r in rows if r["index"] is not None]
-            text = "".join(r["text"] for r in leaves)
-            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
-                            tuple(str(h) for h in (r.get("headings") or ())), _confidence(r)) for r in leaves]
-=======
             text, segs, chunks = _read_leaves([r for r in rows if r["index"] is not None])
->>>>>>> main
             tree = level == "tree" or any(r["parent"] is not None for r in rows)
             nodes = [Node(int(r["id"]), None if r["parent"] is None else int(r["parent"]), int(r["depth"]),
                           int(r["start"]), int(r["end"]), float(r["score"]), r.get("token_count"),
-                          tuple(str(h) for h in (r.get("headings") or ())), _confidence(r)) for r in rows] if tree else []
+                          tuple(str(h) for h in (r.get("headings") or ())), _confidence(r))
+                     for r in rows] if tree else []
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not the records of a segmentation: {type(exc).__name__}: {exc}") from None
         return cls(text=text, segments=segs, level=level, nodes=nodes, chunks=chunks)
@@ -354,14 +341,7 @@ class Segmentation:
     def from_dict(cls, record: dict) -> "Segmentation":
         """Rebuild from a :meth:`to_dict` record (the text is the segments' texts joined)."""
         try:
-<<<<<<< HEAD
-            items = sorted(record["segments"], key=lambda r: r["index"])
-            text = "".join(r["text"] for r in items)
-            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
-                            tuple(str(h) for h in (r.get("headings") or ())), _confidence(r)) for r in items]
-=======
             text, segs, chunks = _read_leaves(sorted(record["segments"], key=lambda r: r["index"]))
->>>>>>> main
             level = record.get("level", "topic")
             nodes: list[Node] = []
 

@@ -36,7 +36,6 @@ e.g. Antoch & Hušková 2001); the scatter is the linear-kernel cost of Arlot et
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 from dataclasses import dataclass
@@ -166,9 +165,9 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     beside its final neighbours.  Cost: one test per boundary and two per removal
     (:func:`boundary_z`).
 
-    ``forward``: first choose the boundaries the evidence supports from the widest context down
-    (:func:`select`); the others are removed before any chosen one (weakest first, where the limits
-    allow), then the chosen ones are checked beside their final neighbours as above.
+    ``forward``: first ask whether the text has topics at all (:func:`any_evidence`); where none of
+    the boundaries reaches ``min_evidence`` against the whole text, all are removed (where the limits
+    allow).
     """
     params = params or EvidenceParams()
     cuts = [int(c) for c in cuts]
@@ -179,7 +178,8 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         return [], []
     y = project(x, params)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    chosen = select(x, w, cuts, min_evidence, params, y) if forward and min_evidence > -math.inf else set(cuts)
+    # a text without evidence against its whole: every boundary goes (where the limits allow)
+    whole = not forward or min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)
     edges = [0, *cuts, n]
     prev = list(range(-1, len(edges) - 1))
     nxt = list(range(1, len(edges) + 1))
@@ -196,8 +196,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         sure[i] = confidence(z, m, params)
         need = (floor_logit - params.bias - params.length_weight * math.log(max(m, 2))) / params.z_weight
         margin = min(z - min_evidence, z - need)
-        # a boundary the evidence did not choose goes before any chosen one (weakest first among them)
-        return margin if edges[i] in chosen else min(margin, 0.0) - 1e6
+        return margin if whole else min(margin, 0.0) - 1e6
 
     heap = []
     for i in range(1, len(edges) - 1):
@@ -221,48 +220,17 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     return [edges[i] for i in kept], [float(sure[i]) for i in kept]
 
 
-def select(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
-           params: EvidenceParams | None = None, y: np.ndarray | None = None) -> set[int]:
-    """The boundaries of ``cuts`` the evidence supports, chosen from the widest context down.
+def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence: float,
+                 params: EvidenceParams) -> bool:
+    """Whether any of ``cuts`` reaches ``min_evidence`` against the whole text around it (its units within
+    ``params.reach`` on each side, no other boundary between): whether the text has topics at all.
 
-    Forward selection: each candidate is tested inside the segment the boundaries chosen so far leave
-    around it (at first the whole text); the one of most evidence is chosen while its ``z`` reaches
-    ``min_evidence``, and the candidates within ``params.reach`` of it are tested again inside their
-    new, smaller segments.  A text of one subject whose paragraph cuts each stand out beside the next
-    paragraph (three units against three) shows no evidence against the whole text, so none is
-    chosen.  ``y``: ``x`` already projected (:func:`project`).  Cost: one test per candidate and
-    per candidate within reach of each chosen one.
+    A text of one subject whose paragraph cuts each stand out beside the next paragraph (three units
+    against three) shows no evidence against the whole text; a long document always does.  Cost: one
+    test per boundary, stopping at the first that reaches it.
     """
-    params = params or EvidenceParams()
-    cuts = sorted(int(c) for c in cuts)
-    n = len(x)
-    y = project(x, params) if y is None else y
-    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
-    chosen: list[int] = []  # sorted
-    version = dict.fromkeys(cuts, 0)
-
-    def test(c: int) -> float:
-        k = bisect.bisect_left(chosen, c)
-        a = chosen[k - 1] if k else 0
-        b = chosen[k] if k < len(chosen) else n
-        return boundary_z(y, w, a, c, b, params)[0]
-
-    heap = [(-test(c), c, 0) for c in cuts]
-    heapq.heapify(heap)
-    while heap:
-        neg, c, v = heapq.heappop(heap)
-        if version.get(c) != v:
-            continue  # chosen already, or tested again since
-        if -neg < min_evidence:
-            break  # the best candidate left lacks the evidence: so do the others
-        bisect.insort(chosen, c)
-        version.pop(c)
-        lo, hi = bisect.bisect_left(cuts, c - params.reach), bisect.bisect_right(cuts, c + params.reach)
-        for d in cuts[lo:hi]:
-            if d in version:
-                version[d] += 1
-                heapq.heappush(heap, (-test(d), d, version[d]))
-    return set(chosen)
+    n = len(y)
+    return any(boundary_z(y, w, 0, c, n, params)[0] >= min_evidence for c in cuts)
 
 
 def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
