@@ -80,11 +80,12 @@ def _without(*names: str) -> tuple[str, ...]:
     return tuple(f for f in RECORD_FIELDS if f not in names)
 
 
-#: the record layouts headseg has written: today's, the one before ``confidence`` (issue 48), the one
-#: before ``overlap_chars`` too (issue 49), the one before the tree's ``id``/``parent``/``depth``
-#: (issue 36), and the one before ``headings`` (issue 34)
+#: the record layouts headseg has written: today's, without ``confidence`` (issue 48) or ``overlap_chars``
+#: (issue 49) or both, the one before the tree's ``id``/``parent``/``depth`` (issue 36), and the one
+#: before ``headings`` (issue 34)
 _BEFORE_48 = _without("confidence", "overlap_chars")
-_OUR_FIELDS = (RECORD_FIELDS, _without("confidence"), _BEFORE_48, _BEFORE_48[:8], _BEFORE_48[:7])
+_OUR_FIELDS = (RECORD_FIELDS, _without("confidence"), _without("overlap_chars"), _BEFORE_48, _BEFORE_48[:8],
+               _BEFORE_48[:7])
 
 
 def _text_output(path, head: bytes) -> bool:

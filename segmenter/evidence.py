@@ -59,9 +59,9 @@ class EvidenceParams:
     reach: int = 200
     #: the calibration of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``,
     #: ``n`` the units of the two segments beside the boundary (``benchmarks/calibration.py`` fits it)
-    bias: float = 4.162
-    z_weight: float = 0.145
-    length_weight: float = -1.572
+    bias: float = 5.226
+    z_weight: float = 0.140
+    length_weight: float = -1.837
     seed: int = 20261205
 
     def __post_init__(self) -> None:
@@ -166,7 +166,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     (:func:`boundary_z`).
 
     ``forward``: first ask whether the text has topics at all (:func:`any_evidence`); where none of
-    the boundaries reaches ``min_evidence`` against the whole text, all are removed (where the limits
+    the boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits
     allow).
     """
     params = params or EvidenceParams()
@@ -196,6 +196,8 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         sure[i] = confidence(z, m, params)
         need = (floor_logit - params.bias - params.length_weight * math.log(max(m, 2))) / params.z_weight
         margin = min(z - min_evidence, z - need)
+        if z >= min_evidence and sure[i] >= min_confidence - 1e-12:
+            margin = max(margin, 0.0)  # at the floor exactly (rounding in ``need``): strong enough
         return margin if whole else min(margin, 0.0) - 1e6
 
     heap = []
@@ -222,15 +224,17 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
 
 def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence: float,
                  params: EvidenceParams) -> bool:
-    """Whether any of ``cuts`` reaches ``min_evidence`` against the whole text around it (its units within
-    ``params.reach`` on each side, no other boundary between): whether the text has topics at all.
+    """Whether any of ``cuts`` reaches ``min_evidence`` in a wide context: between the boundaries two
+    away on each side (the text's ends where there are none), its units within ``params.reach``.
 
     A text of one subject whose paragraph cuts each stand out beside the next paragraph (three units
-    against three) shows no evidence against the whole text; a long document always does.  Cost: one
-    test per boundary, stopping at the first that reaches it.
+    against three) shows no evidence against the paragraphs around them; a text of several topics
+    does, even where they come back (A B C A B C: each cut still parts two topics from two others).
+    Cost: one test per boundary, stopping at the first that reaches it.
     """
-    n = len(y)
-    return any(boundary_z(y, w, 0, c, n, params)[0] >= min_evidence for c in cuts)
+    edges = [0, *cuts, len(y)]
+    return any(boundary_z(y, w, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, len(edges) - 1)], params)[0]
+               >= min_evidence for i in range(1, len(edges) - 1))
 
 
 def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],

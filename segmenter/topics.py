@@ -31,7 +31,7 @@ import numpy as np
 from headseg.analysis.errors import HeadsegError
 
 from .blocks import heading_mask, structure_prior, units_bound
-from .cuts import CutPrior, nested_prior, passable
+from .cuts import CutPrior, keeping_apart, nested_prior, passable
 from .document import Document
 from .evidence import EvidenceParams, confidences, gate
 from .limits import SizeLimits, repair_cuts
@@ -115,12 +115,10 @@ class TopicParams:
     paragraph_surcharge: float = 0.5
     #: ``β`` (and the priors and surcharges, fractions of it) times this: a tree's coarser levels (tree.py)
     scale: float = 1.0
-    #: a boundary the search finds is kept only when its evidence (:mod:`~headseg.segmenter.evidence`: how
-    #: far its saving stands above the best cut of its own units shuffled, in standard deviations) reaches
-    #: this, the weakest removed first: the search's priors decide *where* a segment may open, the
-    #: evidence *whether* (-inf = every boundary the search finds; docs/segmenter.md, "Boundaries as evidence")
+    #: a boundary is kept only when its evidence (:mod:`~headseg.segmenter.evidence`: its saving over the best
+    #: cut of its units shuffled, in standard deviations) reaches this, and its calibrated confidence
+    #: ``min_confidence``: priors decide *where*, evidence *whether* (-inf, 0: every boundary found)
     min_evidence: float = 1.0
-    #: and only when its calibrated confidence reaches this (0 = no such floor; ``min_confidence`` of the options)
     min_confidence: float = 0.0
     #: the test behind each boundary's confidence (:class:`~headseg.segmenter.evidence.EvidenceParams`)
     evidence: EvidenceParams = field(default_factory=EvidenceParams)
@@ -146,9 +144,8 @@ class TopicParams:
 
 
 class Boundaries(NamedTuple):
-    """What the topic search finds: the units that open segments 2..m (``cuts``), each boundary's
-    strength (``scores``: the scatter it saves per unit of the two segments beside it) and its
-    ``confidence`` (:mod:`~headseg.segmenter.evidence`), in [0, 1]."""
+    """The units that open segments 2..m (``cuts``), each boundary's strength (``scores``: the scatter it
+    saves per unit of its two segments) and ``confidence`` (:mod:`~headseg.segmenter.evidence`, in [0, 1])."""
 
     cuts: list[int]
     scores: list[float]
@@ -354,7 +351,7 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     else:
         prior = None if limits is None else limits.length_prior
         if required is not None and len(required):
-            prior = _keeping(prior, required, len(x))
+            prior = keeping_apart(prior, required, len(x))
         cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
                            prior=prior, cut_prior=cut_prior, memo=memo)
     if limits is not None and limits.fits is not None:
@@ -367,23 +364,6 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         sure = confidences(x, weights, cuts, params.evidence)
     scores = boundary_strength(cost, cuts)
     return Boundaries(cuts if first is None else [int(first[c]) for c in cuts], scores, sure)
-
-
-def _keeping(prior, required, n: int):
-    """``prior`` (``beta -> extra``, or None) with every segment that would swallow a unit of ``required``
-    (one where a segment must open: a span ``[a, b)`` with ``a < r < b``) made infinitely dear."""
-    inside = np.zeros(n + 1)
-    inside[np.asarray(required, dtype=np.int64)] = 1.0
-    inside = np.cumsum(inside)  # inside[i]: required starts at or before i
-
-    def block(a: np.ndarray, b: int) -> np.ndarray:
-        return np.where(inside[b - 1] - inside[a] > 0, np.inf, 0.0)
-
-    def keeping(beta: np.ndarray):
-        size = None if prior is None else prior(beta)
-        return block if size is None else (lambda a, b: size(a, b) + block(a, b))
-
-    return keeping
 
 
 def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
