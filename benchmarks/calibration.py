@@ -10,8 +10,8 @@ least 30 boundaries to be within ±0.1.
 
 ``--fit`` also fits the calibration itself (:class:`~headseg.segmenter.evidence.EvidenceParams`'
 ``bias``, ``z_weight``, ``length_weight``: a logistic regression of "right" on the evidence ``z`` and
-``ln n`` of the same final boundaries) and prints the coefficients to put there; ``--png`` draws
-the diagram.  Unit vectors are computed once into ``--cache`` (git-ignored).
+``ln n`` of the same final boundaries, then its ``knots``: isotonic regression of "right" on that score)
+and prints them to put there; ``--png`` draws the diagram.  Unit vectors are computed once into ``--cache`` (git-ignored).
 
     python -m benchmarks.calibration --png docs/calibration.png
     python -m benchmarks.calibration --fit
@@ -109,6 +109,34 @@ def fit(rows: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
     return w
 
 
+def knots(rows: np.ndarray, weights: np.ndarray, least: int = 80) -> list[tuple[float, float]]:
+    """Isotonic regression (pool-adjacent-violators) of "right" on the score the fitted ``weights`` give,
+    pooled into steps of at least ``least`` boundaries: ``(mean score, share right)`` knots, with 0 and 1
+    added at the ends (the first step's half below, the last step's value above)."""
+    from headseg.segmenter.evidence import EvidenceParams, score
+
+    p = EvidenceParams(bias=float(weights[0]), z_weight=float(weights[1]), length_weight=float(weights[2]))
+    raw = np.asarray(score(rows[:, 1], rows[:, 2], p))
+    order = np.argsort(raw, kind="stable")
+    steps: list[list[float]] = []  # [sum right, count, sum score]
+    for r, y in zip(raw[order], rows[order, 3]):
+        steps.append([y, 1, r])
+        while len(steps) > 1 and steps[-2][0] / steps[-2][1] > steps[-1][0] / steps[-1][1]:
+            s, c, t = steps.pop()
+            steps[-1][0] += s
+            steps[-1][1] += c
+            steps[-1][2] += t
+    out, acc = [], [0.0, 0, 0.0]
+    for s, c, t in steps:
+        acc = [acc[0] + s, acc[1] + c, acc[2] + t]
+        if acc[1] >= least:
+            out.append((acc[2] / acc[1], acc[0] / acc[1]))
+            acc = [0.0, 0, 0.0]
+    if acc[1]:
+        out.append((acc[2] / acc[1], acc[0] / acc[1]))
+    return [(0.0, out[0][1] / 2), *out, (1.0, out[-1][1])]
+
+
 def plot(table: list, path: Path) -> None:
     """The reliability diagram: share right against mean confidence per bin, the diagonal, ±0.1."""
     import matplotlib
@@ -155,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                           for b, n, c, r in table], "lrrrl"))
     if args.fit:
         w = fit(a)
-        print(f"\nfitted: bias={w[0]:.3f}, z_weight={w[1]:.3f}, length_weight={w[2]:.3f}")
+        print(f"\nfitted: bias={w[0]:.3f}, z_weight={w[1]:.3f}, length_weight={w[2]:.3f}, "
+              f"knots={tuple((round(x, 3), round(y, 3)) for x, y in knots(a, w))}")
     if args.png:
         plot(table, args.png)
     return 0 if all(abs(c - r) <= 0.1 for _, n, c, r in table if n >= 30) else 1

@@ -57,11 +57,18 @@ class EvidenceParams:
     dims: int = 32
     #: the most units on each side of a boundary its test reads (keeps each test O(reach))
     reach: int = 200
-    #: the calibration of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``,
-    #: ``n`` the units of the two segments beside the boundary (``benchmarks/calibration.py`` fits it)
+    #: the calibration of :func:`confidence`: a score ``sigmoid(bias + z_weight · z + length_weight · ln n)``
+    #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (score,
+    #: confidence), piecewise linear and non-decreasing: the share of boundaries of that score that are a
+    #: reference's, by isotonic regression (Zadrozny & Elkan 2002).  ``benchmarks/calibration.py --fit``
+    #: fits both on the dev families
     bias: float = 5.226
     z_weight: float = 0.140
     length_weight: float = -1.837
+    knots: tuple[tuple[float, float], ...] = (
+        (0.0, 0.076), (0.095, 0.151), (0.267, 0.26), (0.403, 0.324), (0.501, 0.423), (0.569, 0.48),
+        (0.623, 0.575), (0.664, 0.689), (0.749, 0.784), (0.832, 0.83), (0.884, 0.905), (0.972, 0.958),
+        (1.0, 0.958))
     seed: int = 20261205
 
     def __post_init__(self) -> None:
@@ -75,6 +82,11 @@ class EvidenceParams:
                 raise HeadsegError(f"{name} must be a finite number (got {v!r})")
         if not self.z_weight > 0:
             raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
+        k = np.asarray(self.knots, dtype=np.float64)
+        if k.ndim != 2 or k.shape[1] != 2 or len(k) < 2 or k[0, 0] != 0.0 or k[-1, 0] != 1.0 or \
+                np.any(np.diff(k, axis=0) < 0) or np.any((k < 0) | (k > 1)):
+            raise HeadsegError("knots must be (score, confidence) pairs in [0, 1] from score 0 to 1, both "
+                               "non-decreasing")
 
 
 def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
@@ -143,12 +155,17 @@ def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: Evi
 
 def confidence(z: float | np.ndarray, n: float | np.ndarray,
                params: EvidenceParams | None = None) -> float | np.ndarray:
-    """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all:
-    ``sigmoid(bias + z_weight · z + length_weight · ln n)``, in (0, 1)."""
+    """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all, in
+    [0, 1]: its score ``sigmoid(bias + z_weight · z + length_weight · ln n)`` through ``knots``."""
     p = params or EvidenceParams()
-    t = p.bias + p.z_weight * np.asarray(z, dtype=np.float64) + p.length_weight * np.log(np.maximum(n, 2))
-    v = 1.0 / (1.0 + np.exp(-t))
+    v = np.interp(score(z, n, p), *np.asarray(p.knots, dtype=np.float64).T)
     return float(v) if np.ndim(v) == 0 else v
+
+
+def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) -> float | np.ndarray:
+    """The uncalibrated score of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``."""
+    t = params.bias + params.z_weight * np.asarray(z, dtype=np.float64)
+    return 1.0 / (1.0 + np.exp(-(t + params.length_weight * np.log(np.maximum(n, 2)))))
 
 
 def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
@@ -157,7 +174,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
 
     A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
-    ``min_confidence``; the weakest (by its shortfall in units of ``z``) is removed first and its two
+    ``min_confidence``; the weakest (by its larger shortfall) is removed first and its two
     neighbours tested again beside their new neighbours, until no weak boundary is left.
     ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
     ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
@@ -186,18 +203,12 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     alive = [True] * len(edges)
     sure = [1.0] * len(edges)
     version = [0] * len(edges)
-    # the confidence floor in units of z at the boundary's own length: logit(min_confidence) − the rest
-    floor_logit = -math.inf if min_confidence <= 0 else math.inf if min_confidence >= 1 else \
-        math.log(min_confidence / (1.0 - min_confidence))
-
     def test(i: int) -> float:
-        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall."""
+        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
+        weak), in units of ``z`` for the evidence and of confidence for the floor."""
         z, m = boundary_z(y, w, edges[prev[i]], edges[i], edges[nxt[i]], params)
         sure[i] = confidence(z, m, params)
-        need = (floor_logit - params.bias - params.length_weight * math.log(max(m, 2))) / params.z_weight
-        margin = min(z - min_evidence, z - need)
-        if z >= min_evidence and sure[i] >= min_confidence - 1e-12:
-            margin = max(margin, 0.0)  # at the floor exactly (rounding in ``need``): strong enough
+        margin = min(z - min_evidence, sure[i] - min_confidence)
         return margin if whole else min(margin, 0.0) - 1e6
 
     heap = []
@@ -243,4 +254,4 @@ def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
     return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
 
 
-__all__ = ("EvidenceParams", "boundary_z", "confidence", "confidences", "gate", "project")
+__all__ = ("EvidenceParams", "any_evidence", "boundary_z", "confidence", "confidences", "gate", "project", "score")
