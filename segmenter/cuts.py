@@ -150,22 +150,3 @@ def nested_prior(prior: CutPrior | None, n: int, starts, limits, max_units: int)
     if prior is not None and both.constrains and not passable(both.allowed, limits, max_units):
         both = CutPrior(only.allowed, prior.bonus, prior.level)
     return both, np.flatnonzero(only.allowed[1:]) + 1
-
-
-def keeping_apart(prior, required, n: int):
-    """A size prior (``beta -> extra(starts, end)``, :meth:`SizeLimits.length_prior
-    <headseg.segmenter.limits.SizeLimits.length_prior>`, or None) with every segment that would swallow an
-    item of ``required`` (where a segment must open: a span ``[a, b)`` with ``a < r < b``) made
-    infinitely dear: the boundaries the evidence keeps apart under a size target (issue 48)."""
-    inside = np.zeros(n + 1)
-    inside[np.asarray(required, dtype=np.int64)] = 1.0
-    inside = np.cumsum(inside)  # inside[i]: required starts at or before i
-
-    def block(a: np.ndarray, b: int) -> np.ndarray:
-        return np.where(inside[b - 1] - inside[a] > 0, np.inf, 0.0)
-
-    def keeping(beta: np.ndarray):
-        size = None if prior is None else prior(beta)
-        return block if size is None else (lambda a, b: size(a, b) + block(a, b))
-
-    return keeping

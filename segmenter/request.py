@@ -24,7 +24,7 @@ TARGET_FRACTION = 0.6
 
 #: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose confidence
 #: reaches this stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
-KEEP_APART = 0.5
+KEEP_APART = 0.8
 
 
 def default_target(max_tokens: float | None) -> float | None:

@@ -31,7 +31,7 @@ import numpy as np
 from headseg.analysis.errors import HeadsegError
 
 from .blocks import heading_mask, structure_prior, units_bound
-from .cuts import CutPrior, keeping_apart, nested_prior, passable
+from .cuts import CutPrior, nested_prior, passable
 from .document import Document
 from .evidence import EvidenceParams, confidences, gate
 from .limits import SizeLimits, repair_cuts
@@ -281,7 +281,7 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
                  penalty: float | None = None, tokens=None, same_line=None, headings=None,
                  limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
                  allowed=None, memo: StatisticsMemo | None = None,
-                 min_confidence: float | None = None, required=None) -> Boundaries:
+                 min_confidence: float | None = None) -> Boundaries:
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, their strengths
     and their confidences (:class:`Boundaries`).
 
@@ -302,8 +302,6 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     confidence is below ``min_confidence`` (None: ``params.min_confidence``) are removed, the weakest
     first, unless the merged segment would break the hard limits (:func:`~headseg.segmenter.evidence.gate`); with exactly ``segments``, or under a size
     target (``limits.target_tokens``: the target decides where evidence is weak), none is removed.
-    ``required``: units where a segment must open (boundaries the evidence keeps apart under a size
-    target; None: none).
     """
     params = params or TopicParams()
     n = len(x)
@@ -321,8 +319,6 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
                              () if limits is None else limits.caps, headings=headings)
         if allowed is not None:
             groups = open_groups_at(groups, allowed)  # no group may hide a start the finer level has
-        if required is not None:
-            groups = open_groups_at(groups, required)  # nor one that must open
         if limits is not None and limits.fits is not None:
             starts = np.searchsorted(groups, np.arange(int(groups[-1]) + 1), side="left")
             ends = np.append(starts[1:], n)
@@ -337,8 +333,6 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         if first is not None:
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
-            if required is not None:
-                required = np.searchsorted(first, np.asarray(required, dtype=np.int64))
     x = prepare_vectors(x, params)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
@@ -349,11 +343,8 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         beta, extra = exact_k_objective(cost, x, params, penalty, tokens, segments=segments, cut_prior=cut_prior)
         cuts = partition_k_long(x, min(segments, cost.n), params.max_units, weights, penalty=beta, extra=extra)
     else:
-        prior = None if limits is None else limits.length_prior
-        if required is not None and len(required):
-            prior = keeping_apart(prior, required, len(x))
         cuts = search_cuts(cost, x, params, segments=segments, penalty=penalty, tokens=tokens,
-                           prior=prior, cut_prior=cut_prior, memo=memo)
+                           prior=None if limits is None else limits.length_prior, cut_prior=cut_prior, memo=memo)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
     if segments is None and (limits is None or limits.target_tokens is None):
@@ -418,16 +409,26 @@ def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, pa
         # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(doc, request.max_chars, request.min_chars, request.max_tokens, target)
-    required = None
+    found = topic_search(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
+                         headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo,
+                         min_confidence=request.min_confidence)
     if target is not None and request.segments is None and request.keep_apart is not None:
-        # the boundaries the evidence is sure of without the target stay: the target merges only across
-        # the others (a size target never glues two subjects together, docs/segmenter.md)
+        # a size target never glues two subjects: a boundary the search without it is sure of splits the chunk
         free = document_boundaries(doc, x, replace(request, target_tokens=None, keep_apart=None), params,
                                    headings_up_to, allowed, memo)
-        required = [c for c, sure in zip(free.cuts, free.confidence) if sure >= request.keep_apart]
-    return topic_search(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
-                        headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo,
-                        min_confidence=request.min_confidence, required=required)
+        have = set(found.cuts)
+        glued = [c for c, sure in zip(free.cuts, free.confidence) if sure >= request.keep_apart and c not in have]
+        if glued:
+            found = split_at(x, tokens, sorted(have | set(glued)), params)
+    return found
+
+
+def split_at(x: np.ndarray, tokens, cuts: list[int], params: TopicParams) -> Boundaries:
+    """``cuts`` of unit vectors ``x [U, D]`` (``tokens [U]``), their strengths and confidences measured anew."""
+    v = prepare_vectors(np.asarray(x, dtype=np.float64), params)
+    w = unit_weights(tokens, params)
+    return Boundaries(cuts, boundary_strength(SegmentCost(v, weights=w), cuts),
+                      confidences(x, w, cuts, params.evidence))
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
