@@ -74,6 +74,7 @@ def test_min_confidence_one_gives_one_segment(client):
 
 @pytest.mark.parametrize("value", [2, -0.1, "abc"])
 def test_min_confidence_out_of_range_is_422(client, value):
+    assert client.post("/v1/segment", json={"text": TEXT, "min_confidence": 0.5}).status_code == 200  # in range
     r = client.post("/v1/segment", json={"text": TEXT, "min_confidence": value})
     assert r.status_code == 422, r.text
     body = r.json()
