@@ -80,6 +80,44 @@ def test_llamaindex_nodes_carry_the_confidence_unembedded(seg, want):
         assert "confidence" in n.get_content(metadata_mode=MetadataMode.ALL)
 
 
+def test_min_confidence_one_leaves_one_chunk_in_each_adapter(seg, want):
+    """The ``min_confidence`` keyword: 1.0 keeps no boundary (the text is short: no size limit cuts it)."""
+    got = {}
+    if _has("langchain_text_splitters"):
+        from langchain_core.documents import Document
+
+        from headseg.integrations.langchain import HeadsegTextSplitter
+
+        got["langchain"] = [d.page_content for d in HeadsegTextSplitter(seg, min_confidence=1.0).split_documents(
+            [Document(page_content=TEXT)])]
+    if _has("haystack"):
+        from haystack import Document as HDocument
+
+        from headseg.integrations.haystack import HeadsegDocumentSplitter
+
+        got["haystack"] = [d.content for d in HeadsegDocumentSplitter(seg, min_confidence=1.0).run(
+            [HDocument(content=TEXT)])["documents"]]
+    if _has("llama_index.core"):
+        from llama_index.core import Document as LDocument
+
+        from headseg.integrations.llamaindex import HeadsegNodeParser
+
+        got["llamaindex"] = [n.get_content() for n in HeadsegNodeParser(segmenter=seg, min_confidence=1.0)
+                             .get_nodes_from_documents([LDocument(text=TEXT)])]
+    if not got:
+        pytest.skip("no adapter's framework is installed")
+    assert got == {name: [TEXT] for name in got}
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
 # --- a segment tree (level="tree"): built by hand, its nodes' confidences known ------------------------------
 
 TREE_TEXT = TOPICS_TEXT
