@@ -186,7 +186,7 @@ class Encoder:
 
 @register_format("text", "segments between '-----' lines, '#####' per document", recognise=_text_output)
 class TextEncoder(Encoder):
-    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score and a tree leaf's place),
+    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score, confidence and a tree leaf's place),
     ``#####`` per document."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
@@ -199,8 +199,10 @@ class TextEncoder(Encoder):
             for i, s in enumerate(seg.chunks or seg.segments):
                 where = f"  node {paths[i]}" if paths else ""
                 repeated = f"  overlap {seg[i].start - s.start} chars" if seg.chunks else ""
+                sure = seg[i].confidence  # of the boundary opening it (None: the text's start, untested)
+                sure = "" if sure is None else f"  confidence {sure:.3f}"
                 parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
-                             f"score {s.score:.3f}{repeated} -----\n")
+                             f"score {s.score:.3f}{sure}{repeated} -----\n")
                 parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
         return "".join(parts)
 

@@ -74,7 +74,8 @@ def test_json_written_and_read_back_is_the_segmentations(single):
         assert Segmentation.from_dict(record) == _rounded(seg)
 
 
-_HEADER = re.compile(r"----- segment (\d+)/(\d+)(?:  node ([\d.]+))?  chars (\d+)-(\d+)  score (-?[\d.]+) -----\n")
+_HEADER = re.compile(r"----- segment (\d+)/(\d+)(?:  node ([\d.]+))?  chars (\d+)-(\d+)  score (-?[\d.]+)"
+                     r"(?:  confidence [\d.]+)? -----\n")
 
 
 def _read_text(out: str) -> dict[str, list[tuple]]:
