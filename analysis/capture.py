@@ -94,7 +94,7 @@ class CaptureBackend(Protocol):
     traits a batcher needs to share it between callers.
 
     Implemented by :class:`TorchBackend` (the reference: forward hooks) and
-    :class:`headseg.export.engine.OnnxBackend` (the serving engine), with the
+    :class:`headseg.export.onnx_backend.OnnxBackend` (the serving engine), with the
     same defaults.  Traits:
 
     * ``name``: ``"torch"`` or ``"onnx"``; ``device``: where it runs (``"cpu"``, ``"cuda"``);

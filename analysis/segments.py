@@ -10,7 +10,13 @@ children); ``parent``, its parent's ``id`` (None at depth 1, under the document)
 the document's children); ``index``, its number among the segments (the leaves), None for a
 node that has children; ``start``, ``end``, ``text`` (``text[start:end]``), ``score`` (the
 strength of the boundary that opens it, at its own depth; 0 at the text's start), ``token_count`` and
-``headings`` as :class:`Segment`'s.
+``headings`` as :class:`Segment`'s; ``overlap_chars``, None unless overlapped chunks were asked for.
+
+Overlapped chunks (the topic level's ``overlap`` option; :attr:`Segmentation.chunks`): the records are
+then the chunks, one per segment, in place of the segments: ``start``/``end``/``text``/``token_count`` are
+the chunk's, and ``overlap_chars`` says how many characters at the start of its ``text`` repeat the end of
+the segment before (0 for the first), so the segment itself is ``text[overlap_chars:]`` from
+``start + overlap_chars``; ``index``, ``score`` and ``headings`` are the segment's.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ RECORD_SCHEMA = (RecordField("document", str, optional=True, in_tree=False),
                  RecordField("start", int), RecordField("end", int), RecordField("score", float),
                  RecordField("text", str), RecordField("token_count", int, optional=True),
                  RecordField("headings", list), RecordField("id", int),
-                 RecordField("parent", int, optional=True, in_tree=False), RecordField("depth", int))
+                 RecordField("parent", int, optional=True, in_tree=False), RecordField("depth", int),
+                 RecordField("overlap_chars", int, optional=True, in_tree=False))
 
 #: the fields of one segment record, in output order
 RECORD_FIELDS = tuple(f.name for f in RECORD_SCHEMA)
@@ -127,16 +134,49 @@ def check_tree(text: str, segments: Sequence[Segment], nodes: Sequence[Node]) ->
         raise HeadsegError("the tree's leaves are not the segments")
 
 
+def check_chunks(text: str, segments: Sequence[Segment], chunks: Sequence[Segment]) -> None:
+    """Raise :class:`HeadsegError` unless ``chunks`` are overlapped chunks of ``segments``: one per segment,
+    each ending where its segment ends and starting at or after the start of the segment before it (at
+    its own segment's start for the first), its text ``text[start:end]``."""
+    if len(chunks) != len(segments):
+        raise HeadsegError(f"{len(chunks)} overlapped chunks for {len(segments)} segments: one per segment")
+    for i, (c, s) in enumerate(zip(chunks, segments)):
+        earliest = segments[i - 1].start if i else s.start
+        if c.end != s.end or not earliest <= c.start <= s.start or text[c.start:c.end] != c.text:
+            raise HeadsegError(f"overlapped chunk {i} ({c.start}..{c.end}) does not hold its segment "
+                               f"({s.start}..{s.end}) and at most the one before")
+
+
+def _read_leaves(rows: Sequence[dict]) -> tuple[str, list[Segment], list[Segment]]:
+    """The text, the segments and the overlapped chunks (empty without ``overlap_chars``) of the leaf
+    records ``rows``, in order: a chunk's record holds its segment from ``overlap_chars`` on (whose own
+    token count it does not hold: None)."""
+    segs, chunks = [], []
+    for r in rows:
+        start, end, text, score = int(r["start"]), int(r["end"]), r["text"], float(r["score"])
+        heads = tuple(str(h) for h in (r.get("headings") or ()))
+        k = r.get("overlap_chars")
+        if k is None:
+            segs.append(Segment(start, end, text, score, r.get("token_count"), heads))
+            continue
+        chunks.append(Segment(start, end, text, score, r.get("token_count"), heads))
+        segs.append(Segment(start + int(k), end, text[int(k):], score, None, heads))
+    return "".join(s.text for s in segs), segs, chunks
+
+
 @dataclass
 class Segmentation:
     """An ordered list of segments covering ``text`` exactly; for a segment tree, also its nodes
-    (pre-order, :class:`Node`; empty for a flat segmentation), checked by :func:`check_tree`."""
+    (pre-order, :class:`Node`; empty for a flat segmentation), checked by :func:`check_tree`; with the
+    ``overlap`` option, the overlapped chunks (one per segment, :func:`check_chunks`; else empty)."""
 
     text: str
     segments: list[Segment]
     level: str = "topic"
     meta: dict = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
+    #: each segment widened to its overlapped chunk: the end of the segment before repeated (``overlap``)
+    chunks: list[Segment] = field(default_factory=list)
 
     def __post_init__(self):
         pos = 0
@@ -148,6 +188,8 @@ class Segmentation:
             raise HeadsegError(f"segments end at {pos}, the text at {len(self.text)}")
         if self.nodes:
             check_tree(self.text, self.segments, self.nodes)
+        if self.chunks:
+            check_chunks(self.text, self.segments, self.chunks)
 
     def annotated(self, token_count: Callable[[int, int], int] | None = None,
                   headings: Callable[[int], tuple[str, ...]] | None = None) -> "Segmentation":
@@ -166,6 +208,9 @@ class Segmentation:
                         for s in self.segments]
         out.nodes = [replace(n, token_count=count(n.start, n.end, n.token_count), headings=path(n.start, n.headings))
                      for n in self.nodes]
+        # a chunk is counted whole, and is under its segment's headings (what it repeats is context)
+        out.chunks = [replace(c, token_count=count(c.start, c.end, c.token_count), headings=s.headings)
+                      for c, s in zip(self.chunks, out.segments)]
         out.meta = dict(self.meta)
         return out
 
@@ -206,8 +251,8 @@ class Segmentation:
         """The JSON record of ``headseg segment --format json`` (the one definition of that schema).
 
         ``{"document", "level", "segments": [{"index", "start", "end", "score", "text",
-        "token_count", "headings", "id", "parent", "depth"}]}`` (the module's record fields; for a
-        tree the segments are its leaves), and for a segment tree ``"tree"``: the document's
+        "token_count", "headings", "id", "parent", "depth", "overlap_chars"}]}`` (the module's record
+        fields; for a tree the segments are its leaves, with ``chunks`` the overlapped chunks), and for a segment tree ``"tree"``: the document's
         children, each node ``{"id", "start", "end", "score", "text", "token_count", "headings",
         "depth", "children": [...]}``.  Scores are rounded to 6 decimals.  ``document`` defaults to
         the id the segmentation carries (``meta["document"]``, set by ``Segmenter.iter_segment``
@@ -230,8 +275,9 @@ class Segmentation:
 
     def to_records(self, document: str | None = None) -> list[dict]:
         """One flat record per node, pre-order (``--format jsonl``, Parquet): :data:`RECORD_FIELDS`;
-        a flat segmentation's nodes are its segments.  Scores are rounded to 6 decimals.  The one
-        place a record is built: every output format and engine, the service and the adapters read it."""
+        a flat segmentation's nodes are its segments, or with :attr:`chunks` its overlapped chunks (the
+        module's docstring).  Scores are rounded to 6 decimals.  The one place a record is built: every
+        output format and engine, the service and the adapters read it."""
         doc = document if document is not None else self.meta.get("document")
         inner = self.inner_ids()
         rows, leaf = [], 0
@@ -240,7 +286,12 @@ class Segmentation:
             leaf += index is not None
             values = {"document": doc, "index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
                       "text": self.text[n.start:n.end], "token_count": n.token_count,
-                      "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth}
+                      "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth,
+                      "overlap_chars": None}
+            if self.chunks and index is not None:
+                c = self.chunks[index]
+                values |= {"start": c.start, "text": c.text, "token_count": c.token_count,
+                           "overlap_chars": n.start - c.start}
             rows.append({k: values[k] for k in RECORD_FIELDS})  # in the schema's order
         return rows
 
@@ -250,17 +301,14 @@ class Segmentation:
         the leaves' texts joined; a tree's nodes are kept when there is one (``level="tree"`` or a parent)."""
         try:
             rows = sorted(records, key=lambda r: int(r["id"]))
-            leaves = [r for r in rows if r["index"] is not None]
-            text = "".join(r["text"] for r in leaves)
-            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
-                            tuple(str(h) for h in (r.get("headings") or ()))) for r in leaves]
+            text, segs, chunks = _read_leaves([r for r in rows if r["index"] is not None])
             tree = level == "tree" or any(r["parent"] is not None for r in rows)
             nodes = [Node(int(r["id"]), None if r["parent"] is None else int(r["parent"]), int(r["depth"]),
                           int(r["start"]), int(r["end"]), float(r["score"]), r.get("token_count"),
                           tuple(str(h) for h in (r.get("headings") or ()))) for r in rows] if tree else []
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not the records of a segmentation: {type(exc).__name__}: {exc}") from None
-        return cls(text=text, segments=segs, level=level, nodes=nodes)
+        return cls(text=text, segments=segs, level=level, nodes=nodes, chunks=chunks)
 
     def to_json(self, document: str | None = None, indent: int | None = None) -> str:
         """:meth:`to_dict` as JSON text (non-ASCII kept as is)."""
@@ -270,10 +318,7 @@ class Segmentation:
     def from_dict(cls, record: dict) -> "Segmentation":
         """Rebuild from a :meth:`to_dict` record (the text is the segments' texts joined)."""
         try:
-            items = sorted(record["segments"], key=lambda r: r["index"])
-            text = "".join(r["text"] for r in items)
-            segs = [Segment(int(r["start"]), int(r["end"]), r["text"], float(r["score"]), r.get("token_count"),
-                            tuple(str(h) for h in (r.get("headings") or ()))) for r in items]
+            text, segs, chunks = _read_leaves(sorted(record["segments"], key=lambda r: r["index"]))
             level = record.get("level", "topic")
             nodes: list[Node] = []
 
@@ -286,7 +331,7 @@ class Segmentation:
             walk(record.get("tree") or [], None, 1)
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not a segmentation record: {type(exc).__name__}: {exc}") from None
-        return cls(text=text, segments=segs, level=level, nodes=nodes)
+        return cls(text=text, segments=segs, level=level, nodes=nodes, chunks=chunks)
 
     @property
     def boundaries(self) -> list[int]:

@@ -75,7 +75,7 @@ def make_profile(loaded, heads_spec: str | None, path: str | None = None):
 
 def build_backend(cfg: dict, loaded, profile):
     from headseg.analysis import TorchBackend
-    from headseg.export.engine import OnnxBackend
+    from headseg.export.onnx_backend import OnnxBackend
 
     if cfg["backend"] == "torch":
         return TorchBackend(loaded, device=cfg["device"])
@@ -211,7 +211,7 @@ def main(argv=None) -> int:
     import torch
 
     from headseg.analysis import TorchBackend
-    from headseg.export.engine import OnnxBackend
+    from headseg.export.onnx_backend import OnnxBackend
     from headseg.export.runtime import cuda_provider_works
 
     torch.set_num_threads(args.threads)

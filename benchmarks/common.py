@@ -48,6 +48,11 @@ DATASETS = (
     ("short_dev", str(BENCH_DATA / "short_dev.jsonl")),
     # its guard: one or two segments, each written as 2-3 paragraphs (short_docs.py --family sections)
     ("short_sections_dev", str(BENCH_DATA / "short_sections_dev.jsonl")),
+    # issue 48's short families (benchmarks/short_families.py): one subject in 2-4 paragraphs, 2-3 unrelated
+    # subjects of 1-2 paragraphs, two adjacent sections of one article
+    ("short_one_dev", str(BENCH_DATA / "short_one_dev.jsonl")),
+    ("short_unrelated_dev", str(BENCH_DATA / "short_unrelated_dev.jsonl")),
+    ("short_adjacent_dev", str(BENCH_DATA / "short_adjacent_dev.jsonl")),
 )
 
 

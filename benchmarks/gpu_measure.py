@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             env["providers"] = onnxruntime.get_available_providers()
         except ImportError as exc:
             env["onnxruntime"] = f"missing ({exc})"
-        from headseg.export.serve import export_available
+        from headseg.export.provision import export_available
 
         env["onnx_export"] = export_available() or "available"
         import headseg
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         row[3] = "; ".join(f"{a}: {b} equal, {c:,.0f} tokens/s" for a, b, c in rows)
 
     with run.step("throughput_cpu") as row:
-        from headseg.export.serve import export_available
+        from headseg.export.provision import export_available
 
         why = export_available()
         cells = [] if dev == "cpu" else [  # the dry run's device rows are these already

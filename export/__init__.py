@@ -7,11 +7,11 @@ those above it in this list, and from :mod:`headseg.analysis`):
 * :mod:`.runtime` — importing onnxruntime, probing CUDA;
 * :mod:`.policy` — which device and precision serve by default;
 * :mod:`.session` — running one graph (:class:`~.session.OnnxSession`);
-* :mod:`.engine` — :class:`OnnxBackend`, the capture backend over an artifact;
+* :mod:`.onnx_backend` — :class:`OnnxBackend`, the capture backend over an artifact;
 * :mod:`.graph`, :mod:`.builder` — the graph written from the weights (numpy, onnx; no torch);
 * :mod:`.wrapper`, :mod:`.reference` — the graph traced by torch and optimum (a reference for tests);
 * :mod:`.exporter` — making an artifact: graph, fp16/int8, parity, manifest;
-* :mod:`.serve` — finding, exporting and opening the artifact for a profile;
+* :mod:`.provision` — finding, exporting and opening the artifact for a profile;
 * :mod:`.backends` — the backends by name and :func:`make_backend`.
 
 ``OnnxBackend`` has the interface of :class:`analysis.capture.TorchBackend`;
@@ -20,6 +20,6 @@ those above it in this list, and from :mod:`headseg.analysis`):
 
 from .artifact import cache_dir, cache_root, read_manifest
 from .backends import backend_names, make_backend
-from .engine import OnnxBackend
+from .onnx_backend import OnnxBackend
 
 __all__ = ["OnnxBackend", "backend_names", "cache_dir", "cache_root", "make_backend", "read_manifest"]

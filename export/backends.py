@@ -29,7 +29,7 @@ from . import policy
 from .artifact import PRECISIONS
 from .policy import EngineChoice, choose_engine
 from .runtime import cuda_provider_works
-from .serve import onnx_backend
+from .provision import onnx_backend
 
 logger = logging.getLogger("headseg")
 

@@ -11,7 +11,7 @@ Three rules, decided here and nowhere else:
   benchmarks/gpu.sh measured faster for the whole segmenter there
   (:func:`choose_engine`, from :data:`GPU_MEASUREMENT`), and says which in one line.
 
-The sessions (:mod:`.session`), the artifact cache (:mod:`.serve`), the
+The sessions (:mod:`.session`), the artifact cache (:mod:`.provision`), the
 backend registry (:mod:`.backends`) and ``headseg export`` all ask these functions.
 """
 

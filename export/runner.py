@@ -37,6 +37,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from headseg.analysis.capture import CaptureBackend
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.text import TokenizedText
 
 from .batcher import BatchedBackend, Batcher, Ticket, current_slot, current_ticket
 
@@ -63,8 +64,8 @@ class Segmenting(Protocol):
         """The pipeline as it is now, its model calls going to ``backend``."""
         ...
 
-    def segment_many(self, texts: Sequence[str], options: Any = None, *, progress=None) -> list:
-        """Segment ``texts`` with ``options``."""
+    def segment_many(self, texts: Sequence[str | TokenizedText], options: Any = None, *, progress=None) -> list:
+        """Segment ``texts`` with ``options`` (each a text, or its tokens: then not tokenized again)."""
         ...
 
 
@@ -100,7 +101,7 @@ class AsyncRunner:
         self.pool = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="headseg-worker")
         self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
 
-    def segment_many_sync(self, texts: Sequence[str], options: Any = None, ticket: Ticket | None = None,
+    def segment_many_sync(self, texts: Sequence[str | TokenizedText], options: Any = None, ticket: Ticket | None = None,
                           progress=None) -> list:
         """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``, holding
         one of the runner's CPU slots except while its windows wait for the model."""
@@ -129,9 +130,11 @@ class AsyncRunner:
                 self.pipeline, self._seen = source.with_backend(self.backend), now
             return self.pipeline
 
-    async def segment_many(self, texts: Sequence[str], options: Any = None, ticket: Ticket | None = None) -> list:
+    async def segment_many(self, texts: Sequence[str | TokenizedText], options: Any = None,
+                           ticket: Ticket | None = None) -> list:
         """The segmentations of ``texts`` (one shared ``segment_many`` with ``options``), without blocking
-        the event loop.
+        the event loop.  An item may be a text's tokens (a caller that counted them, like the service's
+        token bound, hands them over): the pipeline reads them instead of tokenizing the text again.
 
         Cancelling the awaiting task cancels ``ticket`` (one is made if not
         given): the pending windows are dropped and the worker stops at its next
@@ -153,7 +156,7 @@ class AsyncRunner:
             fut.add_done_callback(_retrieve)
             raise
 
-    async def segment(self, text: str, options: Any = None, ticket: Ticket | None = None):
+    async def segment(self, text: str | TokenizedText, options: Any = None, ticket: Ticket | None = None):
         """One text's segmentation (see :meth:`segment_many`)."""
         return (await self.segment_many([text], options, ticket=ticket))[0]
 

@@ -5,7 +5,7 @@ checks that it got them (onnxruntime-gpu *lists* CUDA even on machines without
 a GPU) and runs batches of token windows, returning the graph's outputs as
 float32 numpy arrays.  On CUDA the inputs are uploaded once and the outputs
 are allocated on the device via I/O binding; only the final tensors are copied
-back.  It knows nothing of artifacts or heads: :mod:`.engine` builds the
+back.  It knows nothing of artifacts or heads: :mod:`.onnx_backend` builds the
 capture backend on it, :mod:`.exporter` measures parity with it.
 """
 

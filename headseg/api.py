@@ -22,7 +22,7 @@ from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.segments import Segmentation
 from headseg.export import runner
 from headseg.export.backends import backend_names, make_backend
-from headseg.export.serve import artifact_profile
+from headseg.export.provision import artifact_profile
 from headseg.segmenter.encode import UnitEncoder
 from headseg.segmenter.options import SegmentOptions
 from headseg.segmenter.pipeline import DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, Pipeline, check_knobs

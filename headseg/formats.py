@@ -76,9 +76,9 @@ def tree_paths(seg: Segmentation) -> list[str]:
 _TEXT_START = re.compile(rb"(##### |----- segment 1/)")
 _JSON_START = re.compile(rb'\s*(\[\s*(\]|\{\s*"document":)|\{\s*"document":)')
 
-#: the record layouts headseg has written: today's, the one before the tree's ``id``/``parent``/``depth``
-#: (issue 36), and the one before ``headings`` (issue 34)
-_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:8], RECORD_FIELDS[:7])
+#: the record layouts headseg has written: today's, the one before ``overlap_chars`` (issue 49), the one
+#: before the tree's ``id``/``parent``/``depth`` (issue 36), and the one before ``headings`` (issue 34)
+_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:11], RECORD_FIELDS[:8], RECORD_FIELDS[:7])
 
 
 def _text_output(path, head: bytes) -> bool:
@@ -159,8 +159,6 @@ class Encoder:
 
     def __init__(self, single: bool = False):
         self.single = single
-        #: documents encoded so far
-        self.count = 0
 
     def opening(self) -> str:
         """What the output begins with."""
@@ -181,7 +179,8 @@ class Encoder:
 
 @register_format("text", "segments between '-----' lines, '#####' per document", recognise=_text_output)
 class TextEncoder(Encoder):
-    """Segments between ``-----`` lines (with offsets, score and a tree leaf's place), ``#####`` per document."""
+    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score and a tree leaf's place),
+    ``#####`` per document."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
         parts = []
@@ -189,12 +188,13 @@ class TextEncoder(Encoder):
             if not self.single:
                 parts.append(f"##### {doc_id}\n")
             paths = tree_paths(seg)
-            for i, s in enumerate(seg):
+            # with overlapped chunks, the chunks stand for the segments, as in the records
+            for i, s in enumerate(seg.chunks or seg.segments):
                 where = f"  node {paths[i]}" if paths else ""
+                repeated = f"  overlap {seg[i].start - s.start} chars" if seg.chunks else ""
                 parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
-                             f"score {s.score:.3f} -----\n")
+                             f"score {s.score:.3f}{repeated} -----\n")
                 parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
-            self.count += 1
         return "".join(parts)
 
 
@@ -204,7 +204,6 @@ class JsonlEncoder(Encoder):
     """One flat record per segment (per tree node) per line."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
-        self.count += len(docs)
         return json_lines(document_records(docs))
 
     def records(self, rows: Sequence[dict]) -> str:
@@ -214,6 +213,11 @@ class JsonlEncoder(Encoder):
 @register_format("json", "one record per document (an array of them for several)", recognise=_json_output)
 class JsonEncoder(Encoder):
     """One :meth:`Segmentation.to_dict` record per document, indented; an array of them unless ``single``."""
+
+    def __init__(self, single: bool = False):
+        super().__init__(single)
+        #: documents in the array so far: the first has no comma before it, an empty array no line break
+        self.count = 0
 
     def opening(self) -> str:
         return "" if self.single else "["

@@ -14,7 +14,12 @@ The search sees structure only through a :class:`~headseg.segmenter.cuts.CutPrio
   after a sentence's end (plain text too, when it has a budget; a start inside a
   line over the budget stays allowed: the limit is hard).  A heading's unit saves
   :data:`HEADING_BONUS` of the penalty by its level (a strong prior, not a rule: two
-  headings 20 tokens apart need not be two chunks) and carries its level.
+  headings 20 tokens apart need not be two chunks) and carries its level.  A paragraph
+  ending in a colon stays with the block right after it when the two fit together
+  (:func:`_keep_introductions`).
+* :func:`line_start_boundaries`: once the cuts are offsets, a boundary after a line's
+  indentation in a code block, table, HTML block or front matter moves back to the
+  line's start, where the limits allow: chunks of code end at line ends.
 * A stretch that the constraints would leave longer than the limits or than the
   search's longest segment (``TopicParams.max_units``) gets its line starts back, then
   every start: the hard limits always win, and the search always has a way through.
@@ -26,9 +31,12 @@ per forbidden stretch.
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
+
+from headseg.analysis.segments import Segmentation
 
 from .cuts import CutPrior
 from .document import Document, after_sentence_end, at_line_start  # noqa: F401 (benchmarks read them here)
@@ -107,7 +115,7 @@ def structure_prior(doc: Document, structure: Structure | None, max_chars: int |
     lines = doc.lines
     at_line = doc.at_line
     lined = np.zeros(n, dtype=bool)  # inside a code block, a table...: no sentences there
-    soft = np.zeros(n, dtype=bool)  # forbidden only to keep a heading with what follows it
+    soft = np.zeros(n, dtype=bool)  # forbidden only to keep a heading or an introduction with what follows it
     if structure is not None:
         for b in structure.blocks:
             # a unit opens after the indentation of its line: the block's own first unit is not inside it
@@ -141,6 +149,8 @@ def structure_prior(doc: Document, structure: Structure | None, max_chars: int |
                 for i in range(lo, hi):
                     if at_line[i] and int(starts[i]) not in pieces:
                         allowed[i] = False
+    if structure is not None:
+        _keep_introductions(doc, structure, budget, allowed, soft)
     for i in np.flatnonzero(~at_line):
         if i == 0 or not allowed[i]:
             continue
@@ -155,6 +165,30 @@ def structure_prior(doc: Document, structure: Structure | None, max_chars: int |
     if allowed.all() and not bonus.any():
         return None
     return CutPrior(allowed, bonus, level)
+
+
+#: what a paragraph that introduces the block after it ends with (a full-width colon too)
+INTRODUCES = (":", "\uff1a")
+
+
+def _keep_introductions(doc: Document, structure: Structure, budget: _Budget, allowed: np.ndarray,
+                        soft: np.ndarray) -> None:
+    """Forbid a cut between a paragraph ending in a colon and the block right after it (a code block, a
+    table, a list, a quote...: :data:`ATOMIC`), when the unit that ends in the colon and the whole block fit
+    the budget together: "Build it from the repository root:" belongs with its code.  Marked ``soft`` (in
+    place), so :func:`_relax` gives such a start back first where a stretch has no way through.  O(B)."""
+    text, starts, blocks = doc.text, doc.starts, structure.blocks
+    for b, c in zip(blocks, blocks[1:]):
+        if b.kind != "paragraph" or c.kind not in ATOMIC or text[b.end:c.start].strip():
+            continue
+        end = len(text[b.start:b.end].rstrip()) + b.start
+        if end <= b.start or not text[end - 1] in INTRODUCES:
+            continue
+        j = int(np.searchsorted(starts, end - 1, "right")) - 1  # the unit that ends in the colon
+        i = int(np.searchsorted(starts, content_start(text, c.start, c.end), "right")) - 1  # the block's first
+        if i > j and budget.fits(int(starts[j]), c.end):
+            soft[j + 1:i + 1] |= allowed[j + 1:i + 1]
+            allowed[j + 1:i + 1] = False
 
 
 def _relax(allowed: np.ndarray, starts: np.ndarray, tiers: Sequence[np.ndarray], budget: _Budget, end: int,
@@ -172,6 +206,58 @@ def _relax(allowed: np.ndarray, starts: np.ndarray, tiers: Sequence[np.ndarray],
             stop = end if b == n else int(starts[b])
             if b - a > max_units or not budget.fits(int(starts[a]), stop):
                 allowed[a + 1:b] |= relaxed[a + 1:b]
+
+
+def line_start_boundaries(doc: Document, result: Segmentation, max_chars: int | None,
+                          max_tokens: int | None) -> Segmentation:
+    """``result`` (a segmentation of ``doc``'s text) with every boundary that falls after a line's indentation
+    inside a code block, table, HTML block or front matter (:data:`LINED`) moved back to that line's start,
+    where the segment it opens still fits ``max_chars`` and ``max_tokens``: a chunk of code then ends at a
+    line end, newline included, and the next begins with the line's indentation.  Tree nodes move with the
+    segments.  Plain text (no structure) and every other boundary are left where they are.
+
+    Units start after a line's indentation by design (:func:`split_at_blocks`: the prior reads a block's
+    first unit there), so the move is made here, once the cuts are offsets.  O(K · log B + B · log B)
+    for K boundaries and B blocks."""
+    bounds = result.boundaries
+    if doc.structure is None or not bounds:
+        return result
+    budget, lined = _Budget(doc, max_chars, max_tokens), LinedSpans(doc)
+    moved = {}
+    for i, p in enumerate(bounds):
+        q = lined.indent_start(p)
+        # never onto the segment before's start (a text that opens with indentation: its first unit is that)
+        if result.segments[i].start < q < p and budget.fits(q, result.segments[i + 1].end):
+            moved[p] = q
+    if not moved:
+        return result
+    at = lambda o: moved.get(o, o)  # noqa: E731 - one mapping for the segments and the nodes
+    nodes = [replace(n, start=at(n.start), end=at(n.end)) for n in result.nodes]
+    return Segmentation.from_boundaries(result.text, [at(p) for p in bounds], [s.score for s in result.segments[1:]],
+                                        level=result.level, meta=result.meta, nodes=nodes)
+
+
+class LinedSpans:
+    """Where ``doc``'s code blocks, tables, HTML blocks and front matter (:data:`LINED`) lie, read once:
+    their starts sorted, and the furthest end of the blocks up to each (they may nest)."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+        spans = sorted((b.start, b.end) for b in doc.structure.blocks if b.kind in LINED) if doc.structure else []
+        self.starts = [s for s, _ in spans]
+        self.reach = list(np.maximum.accumulate([e for _, e in spans])) if spans else []
+
+    def indent_start(self, offset: int) -> int:
+        """The start of ``offset``'s line when only spaces or tabs precede ``offset`` on it and the line
+        lies in one of the blocks; else ``offset``."""
+        text, lines = self.doc.text, self.doc.lines
+        if not self.starts or offset <= 0 or offset >= len(text) or text[offset - 1] not in " \t":
+            return offset
+        line = lines[bisect.bisect_right(lines, offset) - 1]
+        if text[line:offset].strip(" \t"):
+            return offset
+        i = bisect.bisect_right(self.starts, line) - 1
+        return line if i >= 0 and self.reach[i] > offset else offset
 
 
 def heading_mask(units: Sequence[tuple[int, int]], structure: Structure) -> np.ndarray:

@@ -17,7 +17,7 @@ O(U · N · d) for the pooling.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -50,21 +50,33 @@ def unit_windows(doc: TokenizedText, units: Sequence[tuple[int, int]], tokenizer
     return windows, np.asarray(owner, dtype=np.int64)
 
 
-def unit_calls(windows: Sequence[Window], owner: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """The windows of each ``unit_vectors`` call: units sorted by their longest window (less padding),
-    whole (a unit is pooled within one call), about ``batch_size`` windows a call (a unit with more
-    windows than that is a call of its own)."""
+class UnitCall(NamedTuple):
+    """One ``unit_vectors`` call: ``windows`` (indices into the windows), the ``units`` it pools (in call
+    order) and ``owners``, each window's place in ``units``."""
+
+    windows: np.ndarray
+    units: np.ndarray
+    owners: np.ndarray
+
+
+def unit_calls(windows: Sequence[Window], owner: np.ndarray, batch_size: int) -> list[UnitCall]:
+    """The ``unit_vectors`` calls over ``windows`` (``owner [W]``: each window's unit): units sorted by
+    their longest window (less padding), whole (a unit is pooled within one call), about ``batch_size``
+    windows a call (a unit with more windows than that is a call of its own)."""
     units, groups = unit_groups(owner)
     longest = [max(len(windows[i]) for i in g) for g in groups]
-    calls: list[list[np.ndarray]] = []
+    calls: list[list[int]] = []
     size = 0
     for k in sorted(range(len(units)), key=lambda k: (longest[k], int(units[k]))):
         if not calls or size + len(groups[k]) > batch_size:
             calls.append([])
             size = 0
-        calls[-1].append(groups[k])
+        calls[-1].append(k)
         size += len(groups[k])
-    return [np.concatenate(c) for c in calls]
+    # the grouping is known here: each call's units and its windows' owners come with it
+    return [UnitCall(np.concatenate([groups[k] for k in ks]), units[ks],
+                     np.repeat(np.arange(len(ks)), [len(groups[k]) for k in ks]))
+            for ks in calls]
 
 
 def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]], tokenizer,
@@ -92,14 +104,13 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
     bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
     try:
         for call in unit_calls(windows, owner, batch_size) if len(windows) else ():
-            units, local = np.unique(owner[call], return_inverse=True)
-            rows = backend.unit_vectors([windows[i] for i in call], local, heads, weights,
+            rows = backend.unit_vectors([windows[i] for i in call.windows], call.owners, heads, weights,
                                         output_weight=output_weight)
             if not x.shape[1]:
                 x = np.zeros((bounds[-1], rows.shape[1]))
-            x[units] = rows
+            x[call.units] = rows
             if bar is not None:
-                bar.update(len(call))
+                bar.update(len(call.windows))
     finally:
         if own_bar:
             bar.close()

@@ -18,7 +18,7 @@ registry's order is the order users see: ``topic`` (the default), ``unit``, ``tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
@@ -26,8 +26,9 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.registry import Registry
-from headseg.analysis.segments import Segmentation
+from headseg.analysis.segments import Segmentation, check_chunks
 
+from .blocks import LinedSpans, line_start_boundaries
 from .document import Document
 from .limits import overlap_chunks
 from .request import SearchRequest
@@ -60,7 +61,7 @@ class Level:
     #: the strategy reads unit vectors (the model runs); False: units alone
     search: bool
     #: the level-specific options it takes (fields of ``SegmentOptions``; ``segments``: exactly N segments,
-    #: ``overlap``: overlapped chunks in ``meta["chunks"]``, ``depth``: the levels of a segment tree)
+    #: ``overlap``: overlapped chunks (``Segmentation.chunks``), ``depth``: the levels of a segment tree)
     options: frozenset[str] = frozenset()
 
     def takes(self, option: str) -> bool:
@@ -121,14 +122,20 @@ def whitespace_result(d: Document, level: str) -> Segmentation:
                 search=True, options=("segments", "overlap"))
 def topic_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: LevelContext) -> Segmentation:
     """Topic segments from the unit vectors ``x [U, D]``: the optimal partition under the size limits
-    (:func:`~headseg.segmenter.topics.document_boundaries`), with overlapped chunks when asked."""
+    (:func:`~headseg.segmenter.topics.document_boundaries`), with overlapped chunks when asked
+    (:attr:`Segmentation.chunks`, their offsets also in ``meta["chunks"]``)."""
     cuts, scores = document_boundaries(d, x, request, ctx.params)
     meta = {"units": len(d.units), "profile": ctx.profile_hash}
+    result = Segmentation.from_boundaries(d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta)
+    result = line_start_boundaries(d, result, request.max_chars, request.max_tokens)
     overlap = ctx.options.get("overlap")
     if overlap:
-        meta["chunks"] = overlap_chunks(d, cuts, overlap, request.max_chars, request.max_tokens)
-    return d.finish(Segmentation.from_boundaries(
-        d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta))
+        spans = overlap_chunks(d, cuts, overlap, request.max_chars, request.max_tokens,
+                               starts=[s.start for s in result], begin=LinedSpans(d).indent_start)
+        result.meta["chunks"] = spans  # the offsets alone, as before the chunks were records (issue 24)
+        result.chunks = [replace(s, start=a, text=d.text[a:b]) for s, (a, b) in zip(result.segments, spans)]
+        check_chunks(d.text, result.segments, result.chunks)
+    return d.finish(result)
 
 
 @register_level("unit", "sentence-like units", search=False)
@@ -146,8 +153,9 @@ def tree_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: L
     segments are its leaves, ``nodes`` the whole tree."""
     levels = tree_levels(d, x, request, ctx.params, depth=ctx.options.get("depth"))
     cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
-    return d.finish(Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
-                                                 meta={"units": len(d.units), "profile": ctx.profile_hash}))
+    result = Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
+                                          meta={"units": len(d.units), "profile": ctx.profile_hash})
+    return d.finish(line_start_boundaries(d, result, request.max_chars, request.max_tokens))
 
 
 __all__: Sequence[str] = ("Level", "LevelContext", "Strategy", "get_level", "level_help", "level_names",

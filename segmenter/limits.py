@@ -201,29 +201,40 @@ class SizeLimits:
 
 
 def overlap_chunks(doc: Document, cuts: Sequence[int], overlap: int, max_chars: int | None,
-                   max_tokens: int | None) -> list[list[int]]:
+                   max_tokens: int | None, starts: Sequence[int] | None = None,
+                   begin: Callable[[int], int] | None = None) -> list[list[int]]:
     """``[start, end]`` of each segment's overlapped chunk: the segment (opened at unit ``cuts[i - 1]``,
     the first at 0) preceded by up to ``overlap`` units of the segment before it, as many as the
     chunk can hold within ``max_chars`` and ``max_tokens`` (counted by ``doc``'s token count), over
     ``doc``'s units.
 
-    Segment ``i`` is ``text[start_i:end_i]`` with ``start_i = units[cuts[i - 1]][0]`` (0 for the first)
-    and ``end_i`` the next segment's start (the text's end for the last); its chunk is
+    Segment ``i`` is ``text[start_i:end_i]`` with ``start_i = starts[i]`` (default: ``units[cuts[i - 1]][0]``,
+    0 for the first) and ``end_i`` the next segment's start (the text's end for the last); its chunk is
     ``text[chunk_start:end_i]``, ``chunk_start`` the start of the earliest repeated unit, so
-    ``text[chunk_start:start_i]`` is the repeated text (empty when nothing fits).
+    ``text[chunk_start:start_i]`` is the repeated text (empty when nothing fits).  ``begin(offset)``:
+    where a chunk opening at a unit that starts at ``offset`` begins, when the chunk fits from there
+    (default: at ``offset``; the topic level gives a line of code its indentation).
     """
     units, n_text = doc.units, len(doc.text)
     edges = [0, *cuts, len(units)]
-    starts = [0] + [units[c][0] for c in cuts]
+    starts = list(starts) if starts is not None else [0] + [units[c][0] for c in cuts]
+    if len(starts) != len(edges) - 1:
+        raise HeadsegError(f"{len(starts)} segment starts for {len(edges) - 1} segments")
+
+    def fits(s: int, end: int) -> bool:
+        return (max_chars is None or end - s <= max_chars) and \
+            (max_tokens is None or doc.span_tokens(s, end) <= max_tokens)
+
     out = []
     for i in range(len(edges) - 1):
         end = starts[i + 1] if i + 1 < len(starts) else n_text
         chunk_start = starts[i]
         if i > 0:
             for u in range(edges[i] - 1, max(edges[i] - overlap, edges[i - 1]) - 1, -1):
-                s = starts[i - 1] if u == edges[i - 1] else units[u][0]
-                if (max_chars is not None and end - s > max_chars) or \
-                        (max_tokens is not None and doc.span_tokens(s, end) > max_tokens):
+                at = units[u][0]
+                tries = [starts[i - 1]] if u == edges[i - 1] else dict.fromkeys((begin(at) if begin else at, at))
+                s = next((s for s in tries if fits(s, end)), None)
+                if s is None:
                     break
                 chunk_start = s
         out.append([int(chunk_start), int(end)])

@@ -108,11 +108,13 @@ class SegmentOptions:
         "--target-tokens", "aim segments at about this many tokens (soft; default 0.6 x --max-tokens "
                            "when that is given; docs/segmenter.md)", type=int, bounds=COUNT))
     #: each chunk also repeats up to this many units (sentences) of the text before it, within the
-    #: hard limits; the segments still tile the text, the overlapped chunks are in
-    #: ``result.meta["chunks"]`` (None or 0: no overlap)
+    #: hard limits; the segments still tile the text, the overlapped chunks are ``result.chunks``
+    #: (their offsets also in ``result.meta["chunks"]``), and the records, the service's answer and
+    #: the adapters give the chunks, each with ``overlap_chars`` (None or 0: no overlap)
     overlap: int | None = field(default=None, metadata=_option(
-        "--overlap", "also repeat up to N sentences before each segment (within the limits) in "
-                     "meta['chunks'] and the adapters' chunks", type=int, metavar="N", bounds=(0, MAX_COUNT)))
+        "--overlap", "chunks that also repeat up to N sentences of the segment before (within the limits): "
+                     "the records are then the chunks, each with overlap_chars", type=int, metavar="N",
+        bounds=(0, MAX_COUNT)))
     #: the text's structure: ``markdown`` reads headings, code, tables and lists (never cut inside a
     #: block that fits the limits, a segment opens at a heading when the sizes allow; every segment
     #: carries its heading path), ``plain`` reads none, ``auto`` reads Markdown when the text looks

@@ -43,7 +43,7 @@ from .levels import LevelContext, get_level, whitespace_result
 from .limits import split_oversized
 from .options import SegmentOptions, check_splitter
 from .speakers import content_spans
-from .structure import resolve_structure
+from .structure import SourceText, resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
 from .topics import TopicParams, document_boundaries
@@ -57,6 +57,8 @@ __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOpt
 UNIT_MODES = ("auto", "rules", "heads")
 
 SentenceSplitter = Callable[[str], Sequence[tuple[int, int]]]
+#: what the pipeline segments: a text, a text with its source's structure hint, or a text's tokens
+TextInput = str | SourceText | TokenizedText
 
 
 class Pipeline:
@@ -189,10 +191,13 @@ class Pipeline:
         """Same as :meth:`segment`."""
         return self.segment(text, options, **kwargs)
 
-    def segment_many(self, texts: Sequence[str], options: SegmentOptions | Mapping[str, Any] | None = None, *,
-                     progress=None, unit_progress: bool = False, **overrides: Any) -> list[Segmentation]:
+    def segment_many(self, texts: Sequence[TextInput], options: SegmentOptions | Mapping[str, Any] | None = None,
+                     *, progress=None, unit_progress: bool = False, **overrides: Any) -> list[Segmentation]:
         """:meth:`segment` for several documents, batching the model across them; order is kept.
 
+        Each item is a text, a :class:`~headseg.segmenter.structure.SourceText` (a text with its source's
+        structure hint), or a text's tokens from :meth:`tokenize` (a caller that counted them first, like
+        the service's token bound): those are not tokenized again.
         ``progress``: True, False/None, or an open bar to update (windows encoded);
         ``unit_progress=True``: the unit detector's bar alone, for a caller that shows
         a bar of its own per document (the command line).
@@ -216,17 +221,31 @@ class Pipeline:
             _note_capped(results, opts.segments)
         return results
 
-    def document(self, text: str, options: SegmentOptions | Mapping[str, Any] | None = None,
+    def tokenize(self, text: str) -> TokenizedText:
+        """``text``'s tokens as :meth:`document` makes them (the encoder's tokenizer, no special tokens).
+
+        A caller that needs them before segmenting (to count them) hands them to :meth:`segment_many`
+        or :meth:`document` in place of the text, and the text is tokenized once."""
+        return tokenize(text, self._encoder.tokenizer)
+
+    def document(self, text: TextInput, options: SegmentOptions | Mapping[str, Any] | None = None,
                  progress: bool = False) -> Document:
         """The :class:`~headseg.segmenter.document.Document` of ``text``: tokenized once, its units found
         (none for whitespace only) and cut to ``options``' hard limits, its features derived once;
-        every level reads it (``options``' structure, counter, splitter and limits apply)."""
+        every level reads it (``options``' structure, counter, splitter and limits apply).  ``text`` may
+        be its tokens from :meth:`tokenize`, which are then read as they are, or a
+        :class:`~headseg.segmenter.structure.SourceText` (its hint read under ``structure="auto"``)."""
+        tokens = hint = None
+        if isinstance(text, TokenizedText):
+            tokens, text = text, text.text
+        elif isinstance(text, SourceText):
+            text, hint = text.text, text.hint
         if not isinstance(text, str):
             raise InputError(f"expected text as str, got {type(text).__name__}")
         opts = SegmentOptions.of(options)
-        structure = resolve_structure(text, opts.structure)
-        text = str(text)  # a MarkdownText has said what it is: the result holds a plain str
-        tokens = tokenize(text, self._encoder.tokenizer)
+        structure = resolve_structure(text, opts.structure, hint)
+        if tokens is None:
+            tokens = self.tokenize(text)
         count = TokenCount(text, tokens, opts.counter)
         if not text.strip():
             # Nothing to compare: only the hard limits can cut whitespace.

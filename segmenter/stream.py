@@ -19,6 +19,8 @@ from headseg.analysis.errors import HeadsegError, InputError, first_line, is_int
 from headseg.analysis.reading import decode_text
 from headseg.analysis.segments import Segmentation
 
+from .structure import text_of
+
 #: :meth:`Segmenter.iter_segment` batches: at most this many documents ...
 DEFAULT_BATCH_DOCS = 32
 #: ... and about this many characters (a longer document is a batch of its own)
@@ -69,7 +71,7 @@ def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_doc
             raise
         doc_id, text = document_of(item, text_field, id_field)
         batch.append((index, doc_id, text))
-        size += len(text) if isinstance(text, str) else 0
+        size += len(text_of(text) or "")
         if len(batch) >= batch_docs or size >= batch_chars:
             yield batch
             batch, size = [], 0
@@ -82,9 +84,10 @@ def segment_batch(segment_many: Callable[[Sequence[str]], list[Segmentation]],
     """One result per ``(index, id, text)`` of ``batch``: its segmentation (with ``meta["document"]``
     set to the id) or a :class:`DocumentError`; one failing document does not spoil the others."""
     results: list[Segmentation | DocumentError | None] = [None] * len(batch)
-    good = [i for i, (_, _, text) in enumerate(batch) if isinstance(text, str)]
+    # a SourceText is a text: the pipeline unwraps it, reading its hint
+    good = [i for i, (_, _, text) in enumerate(batch) if text_of(text) is not None]
     for i, (index, doc_id, text) in enumerate(batch):
-        if not isinstance(text, str):
+        if text_of(text) is None:
             results[i] = DocumentError(index, doc_id, str(text), text)
     try:
         done = segment_many([batch[i][2] for i in good])
@@ -149,8 +152,8 @@ def not_text(value: Any, field: str) -> InputError:
 
 def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, Any]:
     """``(id, text)`` of one input item; ``text`` is an :class:`InputError` when the item is unusable."""
-    if isinstance(item, str):
-        return None, item
+    if text_of(item) is not None:
+        return None, item  # a str, or a SourceText whose hint goes on to the pipeline
     if isinstance(item, Exception):
         # a reader's error for this document (e.g. unreadable file) passes through in its place
         return None, item
@@ -161,7 +164,7 @@ def document_of(item: Any, text_field: str, id_field: str) -> tuple[str | None, 
         if not isinstance(text, str):
             return doc_id, not_text(text, text_field)
         return doc_id, text
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+    if isinstance(item, tuple) and len(item) == 2 and text_of(item[1]) is not None:
         return (None if item[0] is None else str(item[0])), item[1]
     return None, InputError(f"expected a text, a record or an (id, text) pair, got {type(item).__name__}")
 

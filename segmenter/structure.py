@@ -280,36 +280,58 @@ def check_structure(value: object) -> str:
     return value
 
 
-class MarkdownText(str):
-    """A text known to be Markdown by where it came from (a ``.md``, ``.markdown`` or ``.mdx`` file:
-    :func:`as_read`): ``structure="auto"`` reads it as Markdown whatever it looks like."""
+#: what a text's source can say of it under ``structure="auto"``: Markdown, or Markdown read as MDX
+HINTS = ("markdown", "mdx")
 
 
-class MdxText(MarkdownText):
-    """A :class:`MarkdownText` from a ``.mdx`` file: ``structure="auto"`` reads it as MDX."""
+@dataclass(frozen=True)
+class SourceText:
+    """A text and what its source says it is (:func:`as_read`): ``hint`` ``"markdown"`` for a ``.md`` or
+    ``.markdown`` file's, ``"mdx"`` for a ``.mdx`` file's; ``structure="auto"`` then reads it so whatever
+    it looks like (an explicit ``structure`` wins).  The input stream and the pipeline unwrap it
+    (:func:`text_of`, :func:`resolve_structure`'s ``hint``): results hold the plain text."""
+
+    text: str
+    hint: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise InputError(f"expected text as str, got {type(self.text).__name__}")
+        if self.hint not in HINTS:
+            raise InputError(f"a source's hint must be one of {', '.join(HINTS)} (got {self.hint!r})")
 
 
 #: the file suffixes whose text is Markdown
 MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdx")
 
 
-def as_read(path: str, text: str) -> str:
-    """``text`` read from ``path``: a :class:`MarkdownText` for a Markdown file's (an :class:`MdxText`
-    for a ``.mdx`` file's), else as it is."""
-    if isinstance(text, str) and str(path).lower().endswith(MARKDOWN_SUFFIXES):
-        return MdxText(text) if str(path).lower().endswith(".mdx") else MarkdownText(text)
+def as_read(path: str, text: str) -> str | SourceText:
+    """``text`` read from ``path``: a :class:`SourceText` hinted ``markdown`` for a Markdown file's
+    (``mdx`` for a ``.mdx`` file's), else as it is."""
+    suffix = str(path).lower()
+    if isinstance(text, str) and suffix.endswith(MARKDOWN_SUFFIXES):
+        return SourceText(text, "mdx" if suffix.endswith(".mdx") else "markdown")
     return text
 
 
-def resolve_structure(text: str, structure: str = "auto") -> Structure | None:
+def text_of(item: object) -> str | None:
+    """The text of an input item: a str as it is, a :class:`SourceText`'s text; None for anything else."""
+    if isinstance(item, SourceText):
+        return item.text
+    return item if isinstance(item, str) else None
+
+
+def resolve_structure(text: str, structure: str = "auto", hint: str | None = None) -> Structure | None:
     """The structure the ``structure`` option gives ``text``: read as Markdown (``markdown``, or
-    ``auto`` for a :class:`MarkdownText` or when :func:`looks_like_markdown`), as MDX (``mdx``, or
-    ``auto`` for an :class:`MdxText` or Markdown whose HTML blocks wrap a fence or a table), else
-    None (plain text)."""
+    ``auto`` with a ``hint`` from the text's source (:class:`SourceText`) or when
+    :func:`looks_like_markdown`), as MDX (``mdx``, or ``auto`` with the hint ``mdx`` or for Markdown whose
+    HTML blocks wrap a fence or a table), else None (plain text)."""
     check_structure(structure)
+    if hint is not None and hint not in HINTS:
+        raise InputError(f"hint must be one of {', '.join(HINTS)} or None (got {hint!r})")
     if structure == "plain" or not text.strip():
         return None
-    if structure == "auto" and not isinstance(text, MarkdownText) and not looks_like_markdown(text):
+    if structure == "auto" and hint is None and not looks_like_markdown(text):
         return None
-    mdx = {"markdown": False, "mdx": True}.get(structure, True if isinstance(text, MdxText) else None)
-    return read_markdown(str(text), mdx=mdx)
+    mdx = {"markdown": False, "mdx": True}.get(structure, True if hint == "mdx" else None)
+    return read_markdown(text, mdx=mdx)

@@ -9,7 +9,6 @@ over, from the same pass.  Nothing here imports Textual.
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -53,7 +52,9 @@ class AutoSegmenter:
     here: a bad setting raises :class:`HeadsegError` now, it is never traded for
     another model.  ``loaded``: the model the TUI already holds (a
     :class:`~headseg.analysis.model.LoadedModel`), so it is not loaded twice.
-    The segmenter is built on the first call and kept.
+    Each call builds its segmenter and drops it after its one pass: the app marks
+    one document, and a segmenter of its own per call needs no lock around the
+    units it keeps (``searched_units``).
 
     A call returns ``(MarkedSpans, warning)``; when the segmenter cannot be built
     or fails, the warning says why in one line and the marks fall back to
@@ -63,29 +64,23 @@ class AutoSegmenter:
     def __init__(self, config: SegmenterConfig | Mapping[str, Any] | None = None, loaded: Any = None):
         self.config = SegmenterConfig.of(config)
         self.loaded = loaded
-        self._segmenter: Any = None
-        # one call at a time: the units of a call are read off the segmenter after its pass
-        self._lock = threading.Lock()
 
     def __call__(self, text: str) -> tuple[MarkedSpans, str]:
-        with self._lock:
-            try:
-                seg = self._built()
-            except ImportError as exc:  # the front door or its engine is not installed here
-                return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
-            except Exception as exc:  # noqa: BLE001 - the segmenter is optional; never crash the app
-                return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
-            try:
-                return _marks(seg, text), ""
-            except Exception as exc:  # noqa: BLE001 - as above
-                return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
+        try:
+            seg = self._build()
+        except ImportError as exc:  # the front door or its engine is not installed here
+            return sentence_segmentation(text), f"segmenter unavailable ({type(exc).__name__}); showing sentences"
+        except Exception as exc:  # noqa: BLE001 - the segmenter is optional; never crash the app
+            return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
+        try:
+            return _marks(seg, text), ""
+        except Exception as exc:  # noqa: BLE001 - as above
+            return sentence_segmentation(text), f"segmenter failed ({first_line(exc)}); showing sentences"
 
-    def _built(self):
-        if self._segmenter is None:
-            cls = _marking_segmenter()
-            self._segmenter = (cls(config=self.config) if self.loaded is None
-                               else cls(model=self.loaded, config=self.config))
-        return self._segmenter
+    def _build(self):
+        """A marking segmenter of this configuration, on the model handed over if there is one."""
+        cls = _marking_segmenter()
+        return cls(config=self.config) if self.loaded is None else cls(model=self.loaded, config=self.config)
 
 
 def _marks(seg, text: str) -> MarkedSpans:

@@ -16,7 +16,7 @@ from headseg.export.builder import check_opset
 from headseg.export.exporter import DEFAULT_OPSET, export_artifact, truncates
 from headseg.export.policy import precision_preference, serving_device
 from headseg.export.runtime import require_cuda
-from headseg.export.serve import cache_target, export_available, write_cached
+from headseg.export.provision import cache_target, export_available, write_cached
 
 from . import options
 

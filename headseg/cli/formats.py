@@ -54,7 +54,7 @@ def sink_for(fmt: str, t: SinkTarget) -> Sink:
         return ParquetSink(t.out, f.name)
     if f.appendable and t.out is not None:
         if t.settings is not None:
-            return JournalSink(t.out, t.settings, t.resume)
+            return JournalSink(t.out, t.settings, t.resume, f.name)
         # the Ray engine's rows appended to --out as they come
         return StreamSink(f.name, False, t.out, direct=True)
     return StreamSink(f.name, t.single, t.out)

@@ -1,6 +1,7 @@
 """The journal of a JSONL ``--out``: what makes ``headseg segment --resume`` exact.
 
-:class:`JournalSink` appends JSONL to ``--out`` batch by batch and keeps
+:class:`JournalSink` appends an appendable format's bytes (JSONL: whole lines, written by the format's
+own encoder, :mod:`headseg.formats`) to ``--out`` batch by batch and keeps
 ``OUT.journal`` beside it: its first line records the run's settings, then one
 line per finished document (its position in the input, its id, a digest of its
 text, and the output's size after it), written and synced only after the
@@ -15,10 +16,11 @@ import json
 import os
 from typing import Sequence
 
-from headseg.analysis.errors import InputError
+from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.reading import read_start
+from headseg.formats import get_format, json_line
 
-from .sinks import Doc, batch_records, jsonl
+from .sinks import Doc, named
 
 #: the journal's format; a journal of another version is refused by ``--resume``
 #: (2: each entry carries the digest of its document's text)
@@ -102,13 +104,19 @@ def read_journal(journal: str, settings: dict) -> tuple[dict[int, tuple[str, str
 
 
 class JournalSink:
-    """JSONL appended to ``--out`` batch by batch, with the journal that makes ``--resume`` exact.
+    """The appendable format ``fmt`` (JSONL) appended to ``--out`` batch by batch, with the journal that
+    makes ``--resume`` exact.
 
     ``done`` holds the documents an interrupted run finished (input position ->
     (id, digest of the text)), read from the journal when resuming; they are skipped.
     """
 
-    def __init__(self, out: str, settings: dict, resume: bool):
+    def __init__(self, out: str, settings: dict, resume: bool, fmt: str = "jsonl"):
+        f = get_format(fmt)
+        if not f.appendable:
+            # a resumed output is cut back to a journaled size and appended to: only whole records may end it
+            raise HeadsegError(f"a journaled output needs an appendable format (got {f.name})")
+        self.encoder = f.encoder(False)
         self.out = out
         self.journal = journal_path(out)
         self.done: dict[int, tuple[str, str]] = {}
@@ -151,16 +159,17 @@ class JournalSink:
     def write_records(self, rows: Sequence[dict]) -> None:
         """Append the rows to ``--out`` and make them durable; not journaled, so ``--resume`` drops them."""
         self._resume_files()
-        self._append(self.fd, jsonl(rows))
+        self._append(self.fd, self.encoder.records(rows))
         os.fsync(self.fd)
 
     def write_batch(self, docs: Sequence[Doc]) -> None:
-        """Append the batch's records, then journal its documents once the records are durable."""
-        self.write_records(batch_records(docs))
+        """Append the batch in the format, then journal its documents once its bytes are durable."""
+        self._resume_files()
+        self._append(self.fd, self.encoder.documents(named(docs)))
+        os.fsync(self.fd)
         end = os.lseek(self.fd, 0, os.SEEK_END)
-        self._append(self.jfd, "".join(json.dumps({"n": n, "document": doc_id, "digest": document_digest(seg.text),
-                                                   "end": end}, ensure_ascii=False) + "\n"
-                                       for n, doc_id, seg in docs))
+        self._append(self.jfd, "".join(json_line({"n": n, "document": doc_id, "digest": document_digest(seg.text),
+                                                  "end": end}) for n, doc_id, seg in docs))
         os.fsync(self.jfd)
 
     def close(self, ok: bool = True) -> None:

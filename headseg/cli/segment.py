@@ -50,6 +50,7 @@ from headseg.analysis.progress import progress_bar
 from headseg.config import SegmenterConfig, add_config_flags
 from headseg.segmenter.options import SegmentOptions, add_option_flags
 from headseg.segmenter.stream import DEFAULT_BATCH_DOCS, DocumentError
+from headseg.segmenter.structure import text_of
 
 from . import options
 from .inputs import Source, check_text_sources, expand_inputs, iter_documents
@@ -246,7 +247,7 @@ def resume_skip(done: dict[int, tuple[str, str]]) -> Callable[[int, str, Any], b
         if old_id != doc_id:
             raise InputError(f"--resume: input {n + 1} is '{doc_id}', the interrupted run had '{old_id}'; "
                              "the inputs changed: run without --resume")
-        if not isinstance(text, str) or document_digest(text) != old_digest:
+        if text_of(text) is None or document_digest(text_of(text)) != old_digest:
             raise InputError(f"--resume: {doc_id} changed since the interrupted run segmented it; "
                              "run without --resume to start over")
         return True
@@ -327,9 +328,9 @@ def register(sub) -> None:
                         "without it, FILE:LINE)")
     # --model --profile --artifact --backend --precision --device --threads --batch-size --unit-mode
     add_config_flags(p, command="segment")
-    # --level --segments --min-chars --max-chars --max-tokens --target-tokens --penalty; the records
-    # tile the text, so the overlapped chunks (the API's meta["chunks"], the adapters) are not offered
-    add_option_flags(p, exclude=("overlap",))
+    # --level --segments --min-chars --max-chars --max-tokens --target-tokens --overlap --penalty...; with
+    # --overlap the records are the overlapped chunks, each saying what it repeats (overlap_chars)
+    add_option_flags(p)
     p.add_argument("--docs-per-batch", type=int, default=DEFAULT_BATCH_DOCS,
                    help=f"documents segmented and written together (default {DEFAULT_BATCH_DOCS}); "
                         "memory is bounded by this, and an interrupted run loses at most one batch")

@@ -6,7 +6,7 @@ documents are admitted at once, more are answered 429.  Binds 127.0.0.1
 unless told otherwise.  The API key comes from ``--api-key`` or the
 ``HEADSEG_API_KEY`` environment variable (read here, by the command, never by
 the library).  SIGTERM stops accepting, finishes the requests in flight and
-exits.  ``--engine ray`` runs ``--replicas`` engines as a Ray Serve deployment.
+exits.  ``--engine ray`` runs ``--replicas`` hosts as a Ray Serve deployment.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def register(sub) -> None:
                    help=f"require this key (Authorization: Bearer KEY or X-API-Key); default ${API_KEY_ENV}")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (this process) or ray (a Ray Serve deployment; needs the 'ray' extra)")
-    p.add_argument("--replicas", type=int, default=1, help="ray: engine replicas (default 1)")
+    p.add_argument("--replicas", type=int, default=1, help="ray: host replicas (default 1)")
     p.add_argument("--address", default=None, help="ray: cluster address (default: start a local Ray)")
     p.add_argument("--log-level", choices=("critical", "error", "warning", "info"), default="info",
                    help="server log level (info: one access line per request)")
@@ -74,7 +74,7 @@ def _server_class():
 
 
 def config_of(args):
-    """The :class:`~headseg.serve.engine.ServeConfig` of parsed ``args`` (validated, nothing loaded)."""
+    """The :class:`~headseg.serve.host.ServeConfig` of parsed ``args`` (validated, nothing loaded)."""
     from headseg.serve.config import ServeConfig
 
     if not 0 <= args.port <= 65535:
@@ -145,16 +145,16 @@ def run(args) -> int:
     import uvicorn
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine
+    from headseg.serve.host import Host
     from headseg.serve.refusals import http_protocol
 
     _Server = _server_class()
     try:
-        engine = Engine(config, owns_process=True).start()  # a bad model or profile: one line and its exit code
+        host = Host(config, owns_process=True).start()  # a bad model or profile: one line and its exit code
     except BaseException:
         sock.close()
         raise
-    app = create_app(engine=engine)
+    app = create_app(host=host)
     # uvicorn handles SIGTERM and SIGINT: stop accepting, finish in-flight requests, run the shutdown; a
     # request it cannot parse is answered {"error": ...} like every other refusal (http_protocol)
     server = _Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
@@ -165,5 +165,5 @@ def run(args) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        engine.close()
+        host.close()
     return 0

@@ -25,14 +25,10 @@ from typing import Protocol, Sequence
 
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.writing import replace_with, temp_beside
-from headseg.formats import document_records, get_format, json_lines
+from headseg.formats import document_records, get_format
 
 #: one segmented document: its position in the input, its id and its segmentation
 Doc = tuple[int, str, Segmentation]
-
-#: ``rows`` as JSON lines (the journal's records)
-jsonl = json_lines
-
 
 class Sink(Protocol):
     """What both engines write to; every sink takes documents and record rows alike."""
@@ -56,10 +52,10 @@ def report_failed(doc_id: str, reason: str) -> None:
 
 def batch_records(docs: Sequence[Doc]) -> list[dict]:
     """The flat records of a batch of documents, in order."""
-    return document_records(_named(docs))
+    return document_records(named(docs))
 
 
-def _named(docs: Sequence[Doc]) -> list[tuple[str, Segmentation]]:
+def named(docs: Sequence[Doc]) -> list[tuple[str, Segmentation]]:
     """A batch as the output formats take it: ``(id, segmentation)`` pairs."""
     return [(doc_id, seg) for _, doc_id, seg in docs]
 
@@ -87,7 +83,7 @@ class StreamSink:
 
     def write_batch(self, docs: Sequence[Doc]) -> None:
         """Write the batch in the sink's format, in one write."""
-        self._write(self.encoder.documents(_named(docs)))
+        self._write(self.encoder.documents(named(docs)))
 
     def write_records(self, rows: Sequence[dict]) -> None:
         """Write record rows; only a format that holds records (JSONL) takes them."""
@@ -136,7 +132,7 @@ class ParquetSink:
 
     def write_batch(self, docs: Sequence[Doc]) -> None:
         """Write the batch's records as one batch."""
-        self.writer.write_documents(_named(docs))
+        self.writer.write_documents(named(docs))
 
     def close(self, ok: bool = True) -> None:
         """Finish the file and rename it over ``--out``, or remove it if not ``ok``."""

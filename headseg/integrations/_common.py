@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from headseg.analysis.errors import HeadsegError
@@ -143,15 +143,18 @@ def page_numbers(text: str, result: Segmentation | Sequence[Segment]) -> list[in
 
 
 def chunk_segments(result: Segmentation) -> list[Segment]:
-    """The chunks an adapter emits for ``result``: its segments, or with the ``overlap`` option each
-    segment widened to its overlapped chunk (``result.meta["chunks"]``), so ``start``/``end`` are the
-    chunk's offsets in the document and its ``text`` repeats the end of the chunk before it;
-    ``token_count`` is None for a widened chunk (it counts the segment alone)."""
-    spans = result.meta.get("chunks")
-    if spans is None:
-        return list(result)
-    return [s if a == s.start else replace(s, start=a, end=b, text=result.text[a:b], token_count=None)
-            for s, (a, b) in zip(result, spans)]
+    """The chunks an adapter emits for ``result``: its segments, or with the ``overlap`` option its
+    overlapped chunks (:attr:`Segmentation.chunks`: ``start``/``end`` the chunk's offsets in the
+    document, its ``text`` repeating the end of the segment before, ``token_count`` the chunk's)."""
+    return list(result.chunks or result.segments)
+
+
+def overlap_chars(result: Segmentation) -> list[int | None]:
+    """Per chunk of :func:`chunk_segments`: how many characters at the start of its text repeat the segment
+    before (the records' ``overlap_chars``), None for every chunk without the ``overlap`` option."""
+    if not result.chunks:
+        return [None] * len(result.segments)
+    return [s.start - c.start for s, c in zip(result.segments, result.chunks)]
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.options import option_names
 
-from ._common import SegmenterRunner, TreeChunk, chunk_segments, page_numbers, refuse_foreign_overlap, tree_chunks
+from ._common import (SegmenterRunner, TreeChunk, chunk_segments, overlap_chars, page_numbers, refuse_foreign_overlap,
+                      tree_chunks)
 
 __all__ = ["HeadsegDocumentSplitter"]
 
@@ -97,9 +98,12 @@ class HeadsegDocumentSplitter:
                 out.extend(_tree_documents(doc, tree))
                 continue
             chunks = chunk_segments(result)
+            repeated = overlap_chars(result)
             for i, (s, page) in enumerate(zip(chunks, page_numbers(doc.content, chunks))):
                 meta = deepcopy(doc.meta)
                 meta.update(source_id=doc.id, split_id=i, split_idx_start=s.start, page_number=page)
+                if repeated[i] is not None:  # overlap=N: what the chunk repeats of the one before
+                    meta["overlap_chars"] = repeated[i]
                 if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
                     meta["headings"] = list(s.headings)
                 out.append(Document(content=s.text, meta=meta))

@@ -32,7 +32,7 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.stream import iterable_of
 
-from ._common import SegmenterRunner, chunk_segments, refuse_foreign_overlap, tree_chunks
+from ._common import SegmenterRunner, chunk_segments, overlap_chars, refuse_foreign_overlap, tree_chunks
 
 __all__ = ["HeadsegTextSplitter"]
 
@@ -104,8 +104,11 @@ class HeadsegTextSplitter(TextSplitter):
         for i, result in enumerate(results):
             tree = tree_chunks(result)
             ids: dict[int, str] = {}
+            repeated = overlap_chars(result)
             for j, s in enumerate(chunk_segments(result) if tree is None else [t.segment for t in tree]):
                 meta = copy.deepcopy(metadatas[i]) if metadatas is not None else {}
+                if tree is None and repeated[j] is not None:  # overlap=N: what the chunk repeats
+                    meta["overlap_chars"] = repeated[j]
                 if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
                     meta["headings"] = list(s.headings)
                 if self._add_start_index:

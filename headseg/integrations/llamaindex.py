@@ -33,7 +33,8 @@ except ModuleNotFoundError as exc:  # the framework is the extra's: say which on
 from headseg.api import Segmenter
 from headseg.segmenter.options import SegmentOptions, option_names
 
-from ._common import UNPICKLABLE, SegmenterRunner, TreeChunk, chunk_segments, refuse_foreign_overlap, tree_chunks
+from ._common import (UNPICKLABLE, SegmenterRunner, TreeChunk, chunk_segments, overlap_chars, refuse_foreign_overlap,
+                      tree_chunks)
 
 __all__ = ["HeadsegNodeParser"]
 
@@ -150,11 +151,16 @@ class HeadsegNodeParser(_OptionFields):
             tree = tree_chunks(result)
             chunks = chunk_segments(result) if tree is None else [t.segment for t in tree]
             children = build_nodes_from_splits([s.text for s in chunks], node, id_func=self.id_func)
-            for child, s in zip(children, chunks):
+            repeated = overlap_chars(result) if tree is None else [None] * len(chunks)
+            for child, s, k in zip(children, chunks, repeated):
                 child.start_char_idx = s.start
                 child.end_char_idx = s.end
                 if s.headings:  # the heading path above it (Markdown; plain text has none)
                     child.metadata["headings"] = list(s.headings)
+                if k is not None:  # overlap=N: what the chunk repeats of the one before (a number: not embedded)
+                    child.metadata["overlap_chars"] = k
+                    for keys in (child.excluded_embed_metadata_keys, child.excluded_llm_metadata_keys):
+                        keys.append("overlap_chars")
             if tree is not None:
                 _link_tree(children, tree)
             out.extend(children)

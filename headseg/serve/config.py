@@ -42,7 +42,7 @@ class ServeConfig:
     documents admitted at once (more: 429); ``max_request_bytes``: largest body
     (more: 413); ``max_request_tokens``: most model tokens in one request's texts, the bound
     on its work (more: 413); ``doc_threads``: documents segmented side by side, one per thread
-    (None: :func:`~.engine.default_workers`; its old name ``workers`` is deprecated); ``api_key``: required as ``Authorization: Bearer
+    (None: :func:`~.host.default_workers`; its old name ``workers`` is deprecated); ``api_key``: required as ``Authorization: Bearer
     KEY`` or ``X-API-Key`` when set (the command reads it from ``--api-key`` or
     the environment, never the library).  :meth:`of` takes the segmenter's
     settings as keywords too (and ``workers``, deprecated, for ``doc_threads``).

@@ -37,6 +37,8 @@ MEANINGS = {
     "id": "the node's number in the document, pre-order",
     "parent": "the id of its tree node's parent (null: depth 1)",
     "depth": "1 for the document's children",
+    "overlap_chars": "with overlap: characters at the start of text that repeat the segment before "
+                     "(the segment is text[overlap_chars:]); null without overlap",
 }
 
 _JSON_TYPES = {str: "string", int: "integer", float: "number", list: "array"}

@@ -13,16 +13,16 @@ from typing import Callable
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from .engine import Engine
+from .host import Host
 from .page import docs_html, page_html
 from .refusals import busy
 from .requests import option_schema
 
 
-def probe_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRouter:
-    """The router of the read-only endpoints over ``engine``; ``check_key`` guards ``/metrics``."""
+def probe_router(host: Host, check_key: Callable[[Request], None]) -> APIRouter:
+    """The router of the read-only endpoints over ``host``; ``check_key`` guards ``/metrics``."""
     router = APIRouter()
-    needs_key = bool(engine.config.api_key)
+    needs_key = bool(host.config.api_key)
 
     @router.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
@@ -40,16 +40,16 @@ def probe_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRou
     @router.get("/readyz")
     async def readyz():
         """200 once the model is loaded and its graph warm; 503 before, after a failed load, or when stopping."""
-        if engine.ready:
-            return {"status": "ready", **engine.describe()}
-        raise busy(engine.error or ("shutting down" if engine.closing else "loading the model"))
+        if host.ready:
+            return {"status": "ready", **host.describe()}
+        raise busy(host.error or ("shutting down" if host.closing else "loading the model"))
 
     @router.get("/metrics", dependencies=[Depends(check_key)])
     async def metrics() -> Response:
         """Prometheus text exposition."""
         from .metrics import CONTENT_TYPE
 
-        engine.metrics.pending_windows.set(engine.runner.batcher.pending_windows if engine.runner else 0)
-        return Response(engine.metrics.render(), media_type=CONTENT_TYPE)
+        host.metrics.pending_windows.set(host.runner.batcher.pending_windows if host.runner else 0)
+        return Response(host.metrics.render(), media_type=CONTENT_TYPE)
 
     return router

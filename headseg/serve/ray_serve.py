@@ -1,9 +1,9 @@
-"""The same service as a Ray Serve deployment: each replica holds one :class:`~.engine.Engine`.
+"""The same service as a Ray Serve deployment: each replica holds one :class:`~.host.Host`.
 
 ``headseg serve --engine ray --replicas N`` runs it; from Python::
 
     from ray import serve
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.host import ServeConfig
     from headseg.serve.ray_serve import build
 
     serve.run(build(ServeConfig(), replicas=2), route_prefix="/")
@@ -28,7 +28,7 @@ from headseg.analysis.errors import InputError, is_integer
 from headseg.analysis.ray import init_ray
 
 from .app import create_app
-from .engine import Engine, ServeConfig
+from .host import Host, ServeConfig
 
 #: seconds a stopping replica waits for its requests in flight
 GRACEFUL_SHUTDOWN_S = 60
@@ -39,10 +39,10 @@ class SegmentService:
     """One replica: the model loaded once in ``__init__``, the FastAPI app over it."""
 
     def __init__(self, config: ServeConfig):
-        self.engine = Engine(config, owns_process=True).start()  # a replica is a process of its own
+        self.host = Host(config, owns_process=True).start()  # a replica is a process of its own
 
     def __serve_build_asgi_app__(self):
-        return create_app(engine=self.engine)
+        return create_app(host=self.host)
 
 
 def build(config: ServeConfig, replicas: int = 1, cpus_per_replica: float = 1.0):

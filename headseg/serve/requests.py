@@ -7,8 +7,9 @@ segmentation options of :class:`~headseg.segmenter.options.SegmentOptions`
 (``level``, ``segments``, ``min_chars``, ``max_chars``, ``max_tokens``,
 ``target_tokens``, ``penalty``).  Options that name a file or a callable
 (``token_counter``, ``sentence_splitter``) are not accepted: a request never
-makes the server open a path.  ``overlap`` is not accepted either: the answer's
-records are the segments, which tile the text, as ``headseg segment`` writes them.  Every refusal is a :class:`RequestError` with a status and one line.
+makes the server open a path.  With ``overlap`` (the topic level), the answer's records are the
+overlapped chunks, each with ``overlap_chars`` (what its text repeats of the segment before), as
+``headseg segment --overlap`` writes them.  Every refusal is a :class:`RequestError` with a status and one line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from headseg.segmenter import options as segment_options
 from headseg.segmenter.options import SegmentOptions
 
 #: the options a request may set: those with a command-line flag of ``headseg segment``
-HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata and f.name != "overlap")
+HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata)
 
 
 def option_schema() -> dict[str, dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 The body's schema is made from the segmentation options
 (:func:`~headseg.serve.requests.request_schema`).  Each request is admitted
-against the queue bound (429 when full), its documents go to the engine's
+against the queue bound (429 when full), its documents go to the host's
 async runner, and a client that disconnects has its pending windows dropped
 (499 in the metrics).  A document that fails in a stream is a line
 ``{"document": id, "error": ...}`` and the stream goes on.
@@ -19,10 +19,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from headseg.analysis.errors import InputError
+from headseg.analysis.text import TokenizedText
 from headseg.export.batcher import Cancelled
 from headseg.formats import failure_record, json_line
+from headseg.segmenter.pipeline import Pipeline
 
-from .engine import Engine
+from .host import Host
 from .refusals import Refusal, busy, error
 from .requests import RequestError, SegmentRequest, parse_request, read_body, request_schema
 
@@ -37,10 +39,10 @@ _RESPONSES = {200: {"description": "one record (`text`) or NDJSON records (`docu
               503: {"description": "not ready"}}
 
 
-def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIRouter:
-    """The router of ``POST /v1/segment`` over ``engine``; ``check_key`` refuses a missing API key."""
+def segment_router(host: Host, check_key: Callable[[Request], None]) -> APIRouter:
+    """The router of ``POST /v1/segment`` over ``host``; ``check_key`` refuses a missing API key."""
     router = APIRouter()
-    config = engine.config
+    config = host.config
 
     @router.post("/v1/segment", responses=_RESPONSES, openapi_extra={"requestBody": {
         "required": True, "content": {"application/json": {"schema": request_schema()}}}})
@@ -52,14 +54,14 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
         except Refusal as exc:
             response = exc.response()
         if not isinstance(response, StreamingResponse):
-            engine.metrics.requests.labels(str(response.status_code)).inc()
-            engine.metrics.latency.observe(time.perf_counter() - started)
+            host.metrics.requests.labels(str(response.status_code)).inc()
+            host.metrics.latency.observe(time.perf_counter() - started)
         return response
 
     async def _segment(request: Request) -> Response:
         check_key(request)
-        if not engine.ready:
-            raise busy("shutting down" if engine.closing else engine.error or "loading the model")
+        if not host.ready:
+            raise busy("shutting down" if host.closing else host.error or "loading the model")
         if request.query_params:
             # options in the URL would be silently ignored: the body is the one place they are read
             raise Refusal(422, f"options go in the JSON body, not the query string "
@@ -70,25 +72,27 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
             req = parse_request(body, config.max_queue)
         except RequestError as exc:
             raise Refusal(exc.status, exc.reason) from None
-        await _check_tokens(req.texts, config.max_request_tokens, engine.runner.pipeline.encoder.tokenizer)
-        if not engine.admit(len(req.texts)):
-            raise busy(f"queue full ({engine.in_flight} of {config.max_queue} documents in flight)", 429)
+        tokens = await _tokens_within(req.texts, config.max_request_tokens, host.runner.pipeline)
+        if not host.admit(len(req.texts)):
+            raise busy(f"queue full ({host.in_flight} of {config.max_queue} documents in flight)", 429)
         if req.many:
-            return StreamingResponse(_stream(request, req, time.perf_counter()), media_type="application/x-ndjson")
+            return StreamingResponse(_stream(request, req, tokens, time.perf_counter()),
+                                     media_type="application/x-ndjson")
         try:
-            task = asyncio.ensure_future(engine.runner.segment(req.texts[0], req.options))
+            task = asyncio.ensure_future(host.runner.segment(tokens[0], req.options))
             if not await _finished_or_gone(request, [task]):
                 return Response(status_code=499)
             seg = task.result()
         except Exception as exc:  # noqa: BLE001 - one line to the client and the log, no traceback
             return _failed(exc)
         finally:
-            engine.release(1)
+            host.release(1)
         _served(req)
         return JSONResponse(seg.to_dict())
 
-    async def _stream(request: Request, req: SegmentRequest, started: float) -> AsyncIterator[bytes]:
-        tasks = [asyncio.ensure_future(engine.runner.segment(t, req.options)) for t in req.texts]
+    async def _stream(request: Request, req: SegmentRequest, tokens: list[str | TokenizedText],
+                      started: float) -> AsyncIterator[bytes]:
+        tasks = [asyncio.ensure_future(host.runner.segment(t, req.options)) for t in tokens]
         status = "200"
         try:
             for doc_id, task in zip(req.ids, tasks):
@@ -104,13 +108,13 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
         finally:
             for task in tasks:
                 task.cancel()  # a client gone mid-stream: the rest of its windows are dropped
-            engine.release(len(req.texts))
-            engine.metrics.requests.labels(status).inc()
-            engine.metrics.latency.observe(time.perf_counter() - started)
+            host.release(len(req.texts))
+            host.metrics.requests.labels(status).inc()
+            host.metrics.latency.observe(time.perf_counter() - started)
 
     def _served(req: SegmentRequest) -> None:
-        engine.metrics.documents.inc(len(req.texts))
-        engine.metrics.characters.inc(req.characters)
+        host.metrics.documents.inc(len(req.texts))
+        host.metrics.characters.inc(req.characters)
 
     return router
 
@@ -119,16 +123,19 @@ def segment_router(engine: Engine, check_key: Callable[[Request], None]) -> APIR
 _TOKENS_PER_CHAR = 4
 
 
-async def _check_tokens(texts, limit: int, tokenizer) -> None:
+async def _tokens_within(texts: list[str], limit: int, pipeline: Pipeline) -> list[str | TokenizedText]:
     """Refuse (413) texts of more than ``limit`` model tokens, before any model work: the bound on what
-    one request may cost.  Texts too short to reach it are not tokenized; others are, in a thread."""
-    chars = sum(len(t) for t in texts)
-    if chars * _TOKENS_PER_CHAR <= limit:
-        return
-    tokens = await asyncio.to_thread(lambda: sum(len(tokenizer.encode(t)[0]) for t in texts))
-    if tokens > limit:
-        raise Refusal(413, f"the request's text is {tokens:,} model tokens, over the limit of {limit:,} "
+    one request may cost.  What the runner is handed: texts too short to reach the limit as they are
+    (not tokenized here: the worker tokenizes them once), the others as the tokens counted here, in
+    threads off the event loop, which the pipeline reads instead of tokenizing again."""
+    if sum(len(t) for t in texts) * _TOKENS_PER_CHAR <= limit:
+        return list(texts)
+    tokens = await asyncio.gather(*(asyncio.to_thread(pipeline.tokenize, t) for t in texts))
+    count = sum(len(t) for t in tokens)
+    if count > limit:
+        raise Refusal(413, f"the request's text is {count:,} model tokens, over the limit of {limit:,} "
                            "(split it into several requests)")
+    return list(tokens)
 
 
 async def _finished_or_gone(request: Request, tasks: list) -> bool:

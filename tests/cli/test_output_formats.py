@@ -167,7 +167,7 @@ def test_the_cli_the_service_and_the_ray_actor_build_the_same_records(model_dir,
     from headseg.distributed import SegmentActor
     from headseg.segmenter.options import SegmentOptions
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine, ServeConfig
+    from headseg.serve.host import Host, ServeConfig
 
     src = tmp_path / "doc.txt"
     src.write_text(TEXT, encoding="utf-8")
@@ -178,13 +178,13 @@ def test_the_cli_the_service_and_the_ray_actor_build_the_same_records(model_dir,
     cli_rows = read_records(tmp_path / "o.jsonl")
 
     config = SegmenterConfig(model=str(model_dir), backend="torch", device="cpu")
-    engine = Engine(ServeConfig(segmenter=config, max_queue=8, doc_threads=1)).start()
+    host = Host(ServeConfig(segmenter=config, max_queue=8, doc_threads=1)).start()
     try:
-        with TestClient(create_app(engine=engine)) as client:
+        with TestClient(create_app(host=host)) as client:
             one = client.post("/v1/segment", json={"text": TEXT, "level": level})
             many = client.post("/v1/segment", json={"documents": [{"id": str(src), "text": TEXT}], "level": level})
     finally:
-        engine.close()
+        host.close()
     assert one.status_code == 200 and many.status_code == 200, (one.text, many.text)
     assert one.json() == {**cli_record, "document": None}
     assert [json.loads(line) for line in many.text.splitlines()] == [cli_record]

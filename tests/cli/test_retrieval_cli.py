@@ -42,13 +42,12 @@ def test_new_flags_round_trip(command):
     assert SegmentOptions.from_args(build_parser().parse_args([command, "x"])).size_target is None
 
 
-def test_overlap_flag_only_where_chunks_are_written(capsys):
-    # retrieval scores overlapped chunks; segment writes segments that tile the text, so it has no --overlap
+def test_overlap_flag_where_chunks_are_written():
+    # retrieval scores overlapped chunks; segment writes them as its records (issue 49: --overlap there too)
     opts = SegmentOptions.from_args(build_parser().parse_args(["retrieval", "x", "--overlap", "2"]))
     assert opts.overlap == 2 and opts.settings()["overlap"] == 2
-    with pytest.raises(SystemExit) as e:
-        build_parser().parse_args(["segment", "x", "--overlap", "2"])
-    assert e.value.code == 2 and "--overlap" in capsys.readouterr().err
+    opts = SegmentOptions.from_args(build_parser().parse_args(["segment", "x", "--overlap", "2"]))
+    assert opts.overlap == 2
 
 
 @pytest.mark.parametrize("argv, msg", [

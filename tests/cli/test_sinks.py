@@ -60,3 +60,29 @@ def test_a_text_stream_holds_no_bare_records(tmp_path):
         sink.write_records(batch_records(DOCS))
     sink.close(ok=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_journal_writes_the_formats_own_bytes(tmp_path):
+    """Issue 47: the journaled output is the format's encoder's, not JSONL written a second time."""
+    from headseg.formats import FORMATS, JsonlEncoder, dumps, register_format
+
+    out = tmp_path / "out.jsonl"
+    sink = JournalSink(str(out), {"k": 1}, resume=False)
+    sink.write_batch(DOCS[:1])
+    sink.write_batch(DOCS[1:])
+    sink.close(ok=True)
+    assert out.read_text(encoding="utf-8") == dumps("jsonl", [(d, s) for _, d, s in DOCS])
+    with FORMATS.scoped():
+        @register_format("spans", "'start end' lines", recognise=lambda path, head: False, appendable=True)
+        class Spans(JsonlEncoder):
+            def documents(self, docs):
+                return "".join(f"{s.start} {s.end}\n" for _, seg in docs for s in seg)
+
+        out = tmp_path / "out.spans"
+        sink = JournalSink(str(out), {"k": 1}, resume=False, fmt="spans")
+        sink.write_batch(DOCS)
+        sink.close(ok=True)
+        assert out.read_text(encoding="utf-8") == "".join(f"{s.start} {s.end}\n" for _, _, seg in DOCS for s in seg)
+    with pytest.raises(HeadsegError, match="appendable format"):
+        JournalSink(str(tmp_path / "out.json"), {"k": 1}, resume=False, fmt="json")
+    assert not (tmp_path / "out.json.journal").exists()  # refused before any file is made

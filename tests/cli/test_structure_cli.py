@@ -7,7 +7,7 @@ import json
 
 from headseg.api import Segmenter
 
-from cli_helpers import run
+from cli_helpers import interrupted_run, journaled_argv, run
 
 #: one ATX heading and a setext one: not Markdown by its looks (looks_like_markdown), only by its suffix
 MD = ("# Install\n\nRun the installer. It takes a minute.\n\n- one item\n- two items\n\nGPU\n---\n\n"
@@ -48,3 +48,23 @@ def test_bad_structure_is_one_line(model_dir, tmp_path, capsys):
         rc, err = exc.code, capsys.readouterr().err
     assert rc == 2
     assert "structure" in err and "rst" in err
+
+
+def test_md_files_stay_markdown_through_batches_and_resume(model_dir, tmp_path, capsys, monkeypatch):
+    """A ``.md`` file's hint (a :class:`SourceText`) goes through the batches, the resume check of its
+    digest and the pipeline: the resumed output is the uninterrupted one, read as Markdown."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"doc{i}.md").write_text(MD.replace("Install", f"Install {i}"), encoding="utf-8")
+    out, full = tmp_path / "out.jsonl", tmp_path / "full.jsonl"
+    argv = journaled_argv([str(folder)], out, model_dir) + ["--max-tokens", "16"]
+    interrupted_run(argv, monkeypatch)
+    rc, err = run(argv + ["--resume"], capsys)
+    assert rc == 0, err
+    rc, err = run(argv[:argv.index("--out") + 1] + [str(full)] + argv[argv.index("--out") + 2:], capsys)
+    assert rc == 0, err
+    assert out.read_bytes() == full.read_bytes()
+    records = _records(out)
+    assert {r["document"] for r in records} == {str(folder / f"doc{i}.md") for i in range(3)}
+    assert [r["headings"] for r in records if r["document"].endswith("doc2.md")][-1] == ["Install 2", "GPU"]

@@ -14,7 +14,7 @@ from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, Pr
 from headseg.analysis.profile import HeadProfile
 from headseg.export.artifact import cache_dir, read_manifest
 from headseg.export.backends import make_backend
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.export.policy import precision_preference
 from headseg.export.runtime import cuda_provider_works
 from headseg.export.exporter import export_artifact

@@ -16,7 +16,7 @@ import pytest
 
 from headseg.analysis.capture import TorchBackend
 from headseg.export import backends, policy
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.analysis.errors import ArtifactError
 from headseg.export.policy import GpuMeasurement, choose_engine
 

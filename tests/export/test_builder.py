@@ -200,8 +200,8 @@ BLOCKED = textwrap.dedent("""
     socket.create_connection = refuse
     from headseg.analysis import load_model, windows_from_text
     from headseg.analysis.profile import HeadProfile
-    from headseg.export.serve import export_to_cache, find_cached
-    from headseg.export.engine import OnnxBackend
+    from headseg.export.provision import export_to_cache, find_cached
+    from headseg.export.onnx_backend import OnnxBackend
     loaded = load_model(sys.argv[1], weights=False)
     info = loaded.info
     heads = [(0, 1), (2, 3)]

@@ -7,7 +7,7 @@ import pytest
 
 from headseg.analysis import TorchBackend, windows_from_text
 from headseg.export.backends import make_backend
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.export.runtime import cuda_provider_works
 from headseg.export.exporter import export_artifact
 

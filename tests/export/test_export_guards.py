@@ -18,7 +18,7 @@ from headseg.analysis.profile import HeadProfile
 from headseg.cli import main
 from headseg.export.artifact import MANIFEST_NAME, read_manifest
 from headseg.export.runtime import cuda_provider_works
-from headseg.export.serve import export_to_cache, find_cached
+from headseg.export.provision import export_to_cache, find_cached
 
 HEADS = "0:1,2:3"
 

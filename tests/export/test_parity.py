@@ -9,7 +9,7 @@ import pytest
 
 from headseg.analysis import TorchBackend, windows_from_text
 from headseg.analysis.profile import HeadProfile
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.export.exporter import export_artifact
 
 TEXT = (

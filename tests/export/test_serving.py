@@ -14,7 +14,7 @@ import pytest
 from headseg.analysis.errors import ArtifactError
 from headseg.analysis.reading import read_text
 from headseg.export.artifact import read_manifest
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.export.policy import precision_preference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,7 +230,7 @@ def _padded_cost(lengths, cuts, call_cost):
 def test_plan_chunks_is_optimal_and_tiles(seed):
     import itertools
 
-    from headseg.export.engine import plan_chunks
+    from headseg.export.onnx_backend import plan_chunks
 
     rng = np.random.default_rng(seed)
     lengths = sorted(int(x) for x in rng.integers(3, 90, size=int(rng.integers(1, 10))))
@@ -252,7 +252,7 @@ def test_plan_chunks_is_optimal_and_tiles(seed):
 
 def test_plan_chunks_refuses_unsorted_lengths():
     from headseg.analysis.errors import HeadsegError
-    from headseg.export.engine import plan_chunks
+    from headseg.export.onnx_backend import plan_chunks
 
     with pytest.raises(HeadsegError):
         plan_chunks([5, 3], 4, 0)

@@ -9,7 +9,7 @@ from headseg.analysis import TorchBackend, windows_from_text
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.pooling import token_batches
 from headseg.export.exporter import export_artifact
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 
 TEXT = (
     "The committee met on Monday. It approved the budget, after a long debate! "

@@ -141,3 +141,23 @@ def test_every_level_reads_the_one_document(seg, monkeypatch):
     assert "".join(s.text for s in r) == text and all(s.token_count <= 40 for s in r)
     d = seg.document(text, {"max_tokens": 40})
     assert r.meta["units"] == len(d) and all(d.span_tokens(a, b) <= 40 for a, b in d.units)
+
+
+def test_tokens_handed_over_are_read_as_they_are(seg, monkeypatch):
+    """Issue 47: a caller that tokenized a text (the service, to count it) hands the tokens over; the
+    pipeline reads them instead of tokenizing again, and the result is the text's own."""
+    from headseg.analysis.text import TokenizedText
+
+    text = TEXT * 3
+    options = {"level": "tree", "depth": 2, "max_tokens": 40}
+    want = [r.to_dict() for r in seg.segment_many([text, "Short. Text."], options)]
+    tokens = seg.tokenize(text)
+    assert isinstance(tokens, TokenizedText) and tokens.text == text
+    encoded = []
+    real = seg.encoder.tokenizer.encode
+    monkeypatch.setattr(seg.encoder.tokenizer, "encode", lambda t: encoded.append(t) or real(t))
+    got = [r.to_dict() for r in seg.segment_many([tokens, "Short. Text."], options)]
+    assert got == want
+    assert encoded == ["Short. Text."]  # the plain text alone was tokenized
+    d = seg.document(tokens, {"max_tokens": 40})
+    assert d.tokens is tokens and d.units == seg.document(text, {"max_tokens": 40}).units

@@ -11,7 +11,7 @@ import pytest
 
 from headseg.analysis.text import tokenize
 from headseg.segmenter.document import TokenCount
-from headseg.segmenter.structure import (MarkdownText, MdxText, as_read, check_structure, looks_like_markdown,
+from headseg.segmenter.structure import (SourceText, as_read, check_structure, looks_like_markdown,
                                          read_markdown, resolve_structure)
 
 PAGES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "mdx").iterdir())
@@ -113,14 +113,14 @@ def test_raw_html_and_html_inside_code_stay_as_they_are():
 def test_auto_reads_mdx_files_and_wrapped_fences_and_leaves_other_markdown_alone():
     mdx_page, md_page = PAGES[1].read_text(encoding="utf-8"), PAGES[2].read_text(encoding="utf-8")
     assert check_structure("mdx") == "mdx"
-    assert isinstance(as_read("docs/install.MDX", mdx_page), MdxText)
-    assert type(as_read("README.md", md_page)) is MarkdownText
+    assert as_read("docs/install.MDX", mdx_page) == SourceText(mdx_page, "mdx")
+    assert as_read("README.md", md_page) == SourceText(md_page, "markdown")
     want = read_markdown(mdx_page, mdx=True).blocks
-    assert resolve_structure(as_read("install.mdx", mdx_page)).blocks == want
+    assert resolve_structure(mdx_page, "auto", "mdx").blocks == want
     assert resolve_structure(mdx_page, "mdx").blocks == want
     assert resolve_structure(mdx_page, "markdown").blocks == read_markdown(mdx_page).blocks != want
     # a .md whose <details> wraps a fence: auto reads it as MDX, from a file or by its looks
-    assert resolve_structure(as_read("README.md", md_page)).blocks == read_markdown(md_page, mdx=True).blocks
+    assert resolve_structure(md_page, "auto", "markdown").blocks == read_markdown(md_page, mdx=True).blocks
     wrapped = "Intro text. More of it.\n\n<details>\n```sh\nmake\n\n# a comment\n```\n</details>\n"
     assert looks_like_markdown(wrapped)
     assert [b.kind for b in resolve_structure(wrapped).blocks] == ["paragraph", "jsx", "code"]
@@ -153,3 +153,20 @@ def test_segments_keep_fitting_code_and_tables_whole(seg, page, budget):
             assert not [c for c in r.boundaries if a < c < b], (text[a:b][:40], budget)
     titles = set(_headings(text))
     assert all(set(s.headings) <= titles for s in r)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_a_source_text_is_read_as_its_hint_says_and_comes_back_plain(seg, page):
+    """A file's hint (SourceText) is an explicit structure under auto: the same segments as naming it,
+    through segment, segment_many and a stream's (id, text) pairs; the result holds the plain str."""
+    text = page.read_text(encoding="utf-8")
+    hinted = as_read(page.name, text)
+    # every page here is read as MDX: readme.md is Markdown whose <details> wraps a fence (see above)
+    named = "mdx"
+    want = seg.segment(text, structure=named, max_tokens=64).to_dict()
+    assert seg.segment(hinted, max_tokens=64).to_dict() == want
+    [streamed] = seg.iter_segment([("p", hinted)], max_tokens=64)
+    assert streamed.meta.pop("document") == "p" and streamed.to_dict() == want
+    assert type(seg.segment_many([hinted], max_tokens=64)[0].text) is str
+    assert seg.segment(hinted, structure="plain", max_tokens=64).to_dict() == \
+        seg.segment(text, structure="plain", max_tokens=64).to_dict()  # an explicit structure wins

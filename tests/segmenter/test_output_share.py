@@ -18,7 +18,7 @@ from headseg.analysis import TorchBackend, windows_from_text
 from headseg.analysis.errors import ArtifactError, ProfileError
 from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.text import tokenize
-from headseg.export.engine import OnnxBackend
+from headseg.export.onnx_backend import OnnxBackend
 from headseg.export.exporter import export_artifact
 
 TEXT = (
@@ -105,7 +105,7 @@ def test_unit_vectors_mix_the_heads_and_the_output_at_the_share(tiny_bert):
 
 def test_segmenter_with_an_output_share_gives_the_same_cuts_on_onnx_and_torch(tiny_bert, tiny_bert_dir, tmp_path,
                                                                              monkeypatch):
-    from headseg.export.serve import onnx_backend
+    from headseg.export.provision import onnx_backend
     from headseg.api import Segmenter
 
     monkeypatch.setenv("HEADSEG_CACHE", str(tmp_path / "cache"))
@@ -117,7 +117,7 @@ def test_segmenter_with_an_output_share_gives_the_same_cuts_on_onnx_and_torch(ti
     by_onnx = Segmenter(model=tiny_bert, profile=prof, backend=backend).segment(text, segments=3)
     assert by_onnx.boundaries == by_torch.boundaries and len(by_onnx) == 3
     # an artifact that stops at the deepest head cannot serve that profile
-    from headseg.export.serve import open_for_profile
+    from headseg.export.provision import open_for_profile
 
     export_artifact(tiny_bert, prof.capture_heads, prof.hash(), tmp_path / "short")
     with pytest.raises(ArtifactError, match="last hidden states"):

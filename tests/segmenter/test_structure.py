@@ -14,7 +14,7 @@ from headseg.analysis.text import tokenize
 from headseg.segmenter.blocks import split_at_blocks, structure_prior
 from headseg.segmenter.document import Document, TokenCount
 from headseg.segmenter.options import SegmentOptions
-from headseg.segmenter.structure import (MarkdownText, as_read, looks_like_markdown, read_markdown,
+from headseg.segmenter.structure import (SourceText, as_read, looks_like_markdown, read_markdown,
                                          resolve_structure)
 
 DOC = (
@@ -108,8 +108,16 @@ def test_the_auto_rule():
     assert resolve_structure("# One\nx\n", "markdown").headings[0].title == "One"
     # a .md file is Markdown whatever it looks like
     md = as_read("notes.MD", "# One\nx\n")
-    assert isinstance(md, MarkdownText) and resolve_structure(md, "auto") is not None
-    assert not isinstance(as_read("notes.txt", "# One\n"), MarkdownText)
+    assert md == SourceText("# One\nx\n", "markdown") and resolve_structure(md.text, "auto", md.hint) is not None
+    assert resolve_structure(md.text, "auto") is None  # the hint, not the text's looks, made it Markdown
+    assert resolve_structure(md.text, "plain", md.hint) is None  # an explicit structure wins
+    assert as_read("notes.txt", "# One\n") == "# One\n"
+    with pytest.raises(InputError, match="hint"):
+        resolve_structure("x", "auto", "html")
+    with pytest.raises(InputError, match="hint"):
+        SourceText("x", "rst")
+    with pytest.raises(InputError, match="expected text as str"):
+        SourceText(b"x", "markdown")
     with pytest.raises(InputError, match="structure"):
         resolve_structure("x", "html")
     with pytest.raises(InputError, match="structure"):
@@ -200,9 +208,9 @@ def test_segmentation_keeps_fitting_blocks_and_cuts_large_ones_between_lines(seg
         if budget is None or measure.span(b.start, b.end) <= budget:
             assert not inside, text[b.start:b.end][:40]
         else:
-            pieces = {len(text) - len(text[p:].lstrip(" ")) for p in b.pieces}  # after the indentation
-            assert inside and all(c in pieces for c in inside)
-    # every cut at a line start (after its indentation)
+            # at a piece's line start, its indentation included (issue 49, item 11)
+            assert inside and all(c in b.pieces for c in inside)
+    # every cut at a line start (after its indentation outside code, tables and HTML)
     assert all(text[:c].rstrip(" ").endswith("\n") for c in cuts)
     for s in r:
         assert s.headings == tuple(st.heading_path(s.start))

@@ -178,3 +178,28 @@ def test_forced_join_keeps_units_within_the_limits(seg, monkeypatch):
         assert all(b - a >= params.min_tokens for a, b in zip(edges[:-1], edges[1:-1]))
         # a unit is at most a window, plus the join's min_tokens
         assert max(b - a for a, b in zip(edges[:-1], edges[1:])) <= params.window + params.min_tokens
+
+
+def test_unit_calls_carry_their_units_and_owners(tokenizer):
+    """Issue 47: each call says which units it pools and which of them owns each window (the encoder
+    used to work that out again with np.unique); every unit whole in one call, each window once."""
+    from headseg.segmenter.encode import unit_calls, unit_windows
+
+    text = ("Short one. " + "A much longer unit that runs on and on without a stop " * 12 + ". Tiny. "
+            + "Another long stretch of words follows here " * 9)
+    doc = tokenize(text, tokenizer)
+    n = len(text)
+    units = [(0, 11), (11, n // 2), (n // 2, n // 2 + 40), (n // 2 + 40, n)]
+    windows, owner = unit_windows(doc, units, tokenizer, 32)
+    assert np.bincount(owner).max() > 1  # some unit has several windows
+    calls = unit_calls(windows, owner, batch_size=3)
+    assert sorted(np.concatenate([c.windows for c in calls]).tolist()) == list(range(len(windows)))
+    seen = []
+    for c in calls:
+        assert c.units[c.owners].tolist() == owner[c.windows].tolist()  # owners index the call's units
+        assert sorted(set(c.owners.tolist())) == list(range(len(c.units)))
+        assert len(c.windows) <= 3 or len(c.units) == 1  # a unit over the batch is a call of its own
+        seen += c.units.tolist()
+    assert sorted(seen) == sorted(set(owner.tolist()))  # each unit in exactly one call
+    longest = [max(len(windows[i]) for i in np.flatnonzero(owner == u)) for u in seen]
+    assert longest == sorted(longest)  # shorter units first: less padding

@@ -1,4 +1,4 @@
-"""Fixtures of the service tests: one started engine per session (the model loads once)."""
+"""Fixtures of the service tests: one started host per session (the model loads once)."""
 
 from __future__ import annotations
 
@@ -31,21 +31,21 @@ def needs_serve_extra() -> None:
 
 
 @pytest.fixture(scope="session")
-def engine():
-    from headseg.serve.engine import Engine, ServeConfig
+def host():
+    from headseg.serve.host import Host, ServeConfig
 
-    eng = Engine(ServeConfig(max_queue=64, doc_threads=8)).start()
+    eng = Host(ServeConfig(max_queue=64, doc_threads=8)).start()
     yield eng
     eng.close()
 
 
 @pytest.fixture()
-def client(engine):
+def client(host):
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
 
-    with TestClient(create_app(engine=engine)) as c:
+    with TestClient(create_app(host=host)) as c:
         yield c
 
 

@@ -110,7 +110,7 @@ def test_cancelling_the_task_drops_the_windows(segmenter):
 def test_default_workers_follow_the_model_threads(monkeypatch):
     """Two workers per model thread (one per core when unset), at most 16: a one-thread Ray replica on a
     larger machine gets two, not two per core of the machine."""
-    from headseg.serve.engine import ServeConfig, default_workers
+    from headseg.serve.host import ServeConfig, default_workers
 
     monkeypatch.setattr("os.cpu_count", lambda: 8)
     assert [default_workers(t) for t in (1, 2, 3, None)] == [2, 4, 6, 16]
@@ -124,11 +124,11 @@ def test_default_workers_follow_the_model_threads(monkeypatch):
 
 
 def test_the_engine_starts_the_default_workers():
-    from headseg.serve.engine import Engine, ServeConfig
+    from headseg.serve.host import Host, ServeConfig
 
-    engine = Engine(ServeConfig.of(threads=1)).start()
+    host = Host(ServeConfig.of(threads=1)).start()
     try:
-        assert engine.runner.workers == 2  # two per model thread doing CPU work
-        assert engine.runner.pool._max_workers == 8  # and as many again three times over waiting for the model
+        assert host.runner.workers == 2  # two per model thread doing CPU work
+        assert host.runner.pool._max_workers == 8  # and as many again three times over waiting for the model
     finally:
-        engine.close()
+        host.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -41,10 +42,10 @@ def test_documents_answer_ndjson_in_order(client, reference):
     assert lines == [reference.segment(t, level="unit").to_dict(document=f"d{i}") for i, t in enumerate(texts)]
 
 
-def test_health_ready_and_docs(client, engine):
+def test_health_ready_and_docs(client, host):
     assert client.get("/healthz").json() == {"status": "ok"}
     ready = client.get("/readyz").json()
-    assert ready["status"] == "ready" and ready["precision"] == engine.describe()["precision"]
+    assert ready["status"] == "ready" and ready["precision"] == host.describe()["precision"]
     assert "/v1/segment" in client.get("/openapi.json").json()["paths"]
     assert client.get("/docs").status_code == 200
 
@@ -74,8 +75,9 @@ BAD = [
     (b'{"documents": [{"id": [1], "text": "a"}]}', 422, "documents[0].id"),
     (b'{"text": "a", "token_counter": "/etc/passwd"}', 422, "unknown field(s): token_counter"),
     (b'{"text": "a", "colour": 1}', 422, "unknown field(s): colour"),
-    # the answer's records tile the text, so overlapped chunks are not offered over HTTP
-    (b'{"text": "a", "overlap": 1}', 422, "unknown field(s): overlap"),
+    # overlapped chunks are the topic level's (issue 49: accepted over HTTP, refused with another level)
+    (b'{"text": "a", "overlap": 1, "level": "unit"}', 422, "overlap goes with level topic"),
+    (b'{"text": "a", "overlap": -1}', 422, "overlap must be a non-negative integer"),
     (b'{"text": "a", "max_tokens": 10, "target_tokens": 20}', 422, "target_tokens (20) is larger than"),
     (b'{"text": "a", "max_chars": "9"}', 422, "max_chars must be a positive integer"),
     (b'{"text": "a", "level": "chapter"}', 422, "level must be one of"),
@@ -106,15 +108,15 @@ def test_bad_requests_are_one_line_without_traceback(client, caplog, capfd, body
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_too_large_body_is_413_before_it_is_read(engine):
+def test_too_large_body_is_413_before_it_is_read(host):
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine
+    from headseg.serve.host import Host
 
-    small = Engine(engine.config.__class__(max_request_bytes=1000))
-    small.runner = engine.runner  # the same loaded model, a smaller body limit
-    with TestClient(create_app(engine=small)) as c:
+    small = Host(host.config.__class__(max_request_bytes=1000))
+    small.runner = host.runner  # the same loaded model, a smaller body limit
+    with TestClient(create_app(host=small)) as c:
         big = json.dumps({"text": "x" * (10 * 1024 * 1024)}).encode()
         r = c.post("/v1/segment", content=big, headers={"content-type": "application/json"})
         assert r.status_code == 413 and "over the limit of 1000" in r.json()["error"]
@@ -128,53 +130,87 @@ def test_too_large_body_is_413_before_it_is_read(engine):
         assert c.post("/v1/segment", json={"text": "Short. Text."}).status_code == 200
 
 
-def test_a_request_over_the_token_bound_is_413_before_any_model_work(engine, monkeypatch):
+def test_a_request_over_the_token_bound_is_413_before_any_model_work(host, monkeypatch):
     """Issue 35 item 7: bytes do not bound the work ('.' is one token per byte, prose one per five); tokens do."""
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine
+    from headseg.serve.host import Host
 
-    small = Engine(engine.config.__class__(max_request_tokens=1000))
-    small.runner = engine.runner
+    small = Host(host.config.__class__(max_request_tokens=1000))
+    small.runner = host.runner
     calls = []
-    real = engine.runner.segment
-    monkeypatch.setattr(engine.runner, "segment", lambda *a, **k: calls.append(a) or real(*a, **k))
-    with TestClient(create_app(engine=small)) as c:
+    real = host.runner.segment
+    monkeypatch.setattr(host.runner, "segment", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with TestClient(create_app(host=small)) as c:
         r = c.post("/v1/segment", json={"text": "." * 1001})
         assert r.status_code == 413 and "1,001 model tokens, over the limit of 1,000" in r.json()["error"], r.text
         docs = [{"id": str(i), "text": "?!" * 300} for i in range(2)]  # 1,200 tokens together
         r = c.post("/v1/segment", json={"documents": docs})
         assert r.status_code == 413 and "1,200 model tokens" in r.json()["error"], r.text
-        assert calls == []  # refused before any document reached the engine
+        assert calls == []  # refused before any document reached the runner
         # 2,000 characters of prose are under 1,000 tokens: served
         prose = "The river rose quickly after the rain. " * 50
-        assert len(engine.runner.pipeline.encoder.tokenizer.encode(prose)[0]) < 1000
+        assert len(host.runner.pipeline.encoder.tokenizer.encode(prose)[0]) < 1000
         assert c.post("/v1/segment", json={"text": prose}).status_code == 200 and len(calls) == 1
 
 
-def test_full_queue_is_429_with_retry_after(client, engine):
-    assert engine.admit(engine.config.max_queue)  # every place taken, as by requests in flight
+def test_each_text_of_a_request_is_tokenized_once(host, monkeypatch):
+    """Issue 47: the token bound's count is what the pipeline reads; the text is not tokenized again.
+
+    Before, a text long enough to be counted was tokenized at admission and again by the pipeline
+    (2 calls per text); a short one (never counted) once.  The records are the runner's own."""
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.host import Host
+
+    small = Host(host.config.__class__(max_request_tokens=1000))
+    small.runner = host.runner
+    tokenizer = host.runner.pipeline.encoder.tokenizer
+    encoded: list[str] = []
+    real = tokenizer.encode
+    monkeypatch.setattr(tokenizer, "encode", lambda text: encoded.append(text) or real(text))
+    long = TOPICS  # over 250 characters: counted against the bound of 1,000 tokens
+    short = "Short. Text."  # 4 tokens a character at most: under the bound, never counted
+    with TestClient(create_app(host=small)) as c:
+        for text in (long, short):
+            encoded.clear()
+            r = c.post("/v1/segment", json={"text": text})
+            assert r.status_code == 200, r.text
+            assert encoded == [text]
+            expected = asyncio.run(host.runner.segment(text, {})).to_dict()
+            assert r.json() == expected
+        encoded.clear()
+        docs = [{"id": str(i), "text": f"Part {i}. " + long[:300]} for i in range(3)]
+        r = c.post("/v1/segment", json={"documents": docs})
+        assert r.status_code == 200, r.text
+        assert sorted(encoded) == sorted(d["text"] for d in docs)
+        assert [json.loads(line)["document"] for line in r.text.splitlines()] == ["0", "1", "2"]
+
+
+def test_full_queue_is_429_with_retry_after(client, host):
+    assert host.admit(host.config.max_queue)  # every place taken, as by requests in flight
     try:
         r = client.post("/v1/segment", json={"text": "One. Two."})
         assert r.status_code == 429 and r.headers["retry-after"] == "1"
         assert "queue full" in r.json()["error"]
     finally:
-        engine.release(engine.config.max_queue)
+        host.release(host.config.max_queue)
     assert client.post("/v1/segment", json={"text": "One. Two."}).status_code == 200
-    over = {"documents": [{"text": "a"}] * (engine.config.max_queue + 1)}
+    over = {"documents": [{"text": "a"}] * (host.config.max_queue + 1)}
     assert client.post("/v1/segment", json=over).status_code == 422
 
 
-def test_api_key_is_required_when_set(engine):
+def test_api_key_is_required_when_set(host):
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine
+    from headseg.serve.host import Host
 
-    keyed = Engine(engine.config.__class__(api_key="s3cret"))
-    keyed.runner = engine.runner
-    with TestClient(create_app(engine=keyed)) as c:
+    keyed = Host(host.config.__class__(api_key="s3cret"))
+    keyed.runner = host.runner
+    with TestClient(create_app(host=keyed)) as c:
         body = {"text": "One. Two."}
         for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": "s3cre"}):
             r = c.post("/v1/segment", json=body, headers=headers)
@@ -186,14 +222,14 @@ def test_api_key_is_required_when_set(engine):
         assert c.get("/healthz").status_code == 200  # probes stay open
 
 
-def test_not_ready_is_503(engine):
+def test_not_ready_is_503(host):
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import Engine
+    from headseg.serve.host import Host
 
-    cold = Engine(engine.config)  # never started
-    with TestClient(create_app(engine=cold)) as c:
+    cold = Host(host.config)  # never started
+    with TestClient(create_app(host=cold)) as c:
         assert c.get("/readyz").status_code == 503
         r = c.post("/v1/segment", json={"text": "One."})
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
@@ -238,7 +274,7 @@ def test_request_schema_and_page_form_are_made_from_the_options(client):
     schema = _request_schema(client)
     props = schema["properties"]
     assert list(props) == ["text", "documents", *HTTP_OPTIONS]
-    assert "target_tokens" in props and "overlap" not in props  # the drift the hand-written schema had
+    assert "target_tokens" in props and "overlap" in props  # every option with a flag (issue 49: overlap too)
     assert props["level"]["enum"] == list(level_names()) and props["level"]["default"] == "topic"
     assert props["penalty"]["default"] == TopicParams.penalty == 0.35
     assert props == {**props, **option_schema(HTTP_OPTIONS)}
@@ -260,7 +296,7 @@ def test_request_schema_and_page_form_are_made_from_the_options(client):
     assert config["options"] == option_schema(HTTP_OPTIONS)
 
 
-def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine, monkeypatch, request):
+def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(host, monkeypatch, request):
     from fastapi.testclient import TestClient
 
     from headseg.segmenter import levels
@@ -278,7 +314,7 @@ def test_a_registered_level_reaches_the_schema_the_page_and_the_requests(engine,
         return d.finish(Segmentation.from_boundaries(d.text, starts, [1.0] * len(starts), level="pairs"))
 
     text = "One is here. Two is here. Three is here. Four is here. Five."
-    with TestClient(create_app(engine=engine)) as c:
+    with TestClient(create_app(host=host)) as c:
         assert "pairs" in _request_schema(c)["properties"]["level"]["enum"]
         assert '"pairs"' in c.get("/").text
         r = c.post("/v1/segment", json={"text": text, "level": "pairs"})

@@ -13,7 +13,7 @@ def _client():
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.host import ServeConfig
 
     return TestClient(create_app(ServeConfig()))  # no `with`: no lifespan, so no model loads
 

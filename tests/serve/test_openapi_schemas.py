@@ -21,7 +21,7 @@ def spec():
     from fastapi.testclient import TestClient
 
     from headseg.serve.app import create_app
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.host import ServeConfig
 
     return TestClient(create_app(ServeConfig())).get("/openapi.json").json()  # no lifespan: no model loads
 

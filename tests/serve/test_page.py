@@ -30,13 +30,13 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 
 
 @pytest.fixture()
-def live_url(engine):
-    """The app on a loopback port in a thread of this process (uvicorn), over the session's engine."""
+def live_url(host):
+    """The app on a loopback port in a thread of this process (uvicorn), over the session's host."""
     from headseg.serve.app import create_app
 
     from .live import serve_in_thread
 
-    with serve_in_thread(create_app(engine=engine)) as url:
+    with serve_in_thread(create_app(host=host)) as url:
         yield url
 
 
@@ -65,11 +65,11 @@ def viewer(url: str, path: str = "/"):
             browser.close()
 
 
-def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
+def test_viewer_page_shows_segments_scores_and_plot(live_url, host, tmp_path):
     import asyncio
 
     # no option set: the page's defaults, and the three paragraphs of TOPICS are its three segments
-    expected = asyncio.run(engine.runner.segment(TOPICS, {})).to_dict()
+    expected = asyncio.run(host.runner.segment(TOPICS, {})).to_dict()
     assert [s["start"] for s in expected["segments"]] == [0, *(TOPICS.index(p) for p in TOPICS.split("\n\n")[1:])]
     with viewer(live_url) as (page, errors):
         page.fill("#text", TOPICS)
@@ -96,14 +96,14 @@ def test_viewer_page_shows_segments_scores_and_plot(live_url, engine, tmp_path):
     assert os.path.getsize(path) > 10_000
 
 
-def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engine, tmp_path):
+def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, host, tmp_path):
     """level tree: one band per node (a row per depth), the nodes nested and foldable, the leaves as segments."""
     import asyncio
 
     from sample_texts import PARAGRAPHS
 
     text = "\n\n".join(PARAGRAPHS)
-    expected = asyncio.run(engine.runner.segment(text, {"level": "tree", "max_tokens": 60})).to_dict()
+    expected = asyncio.run(host.runner.segment(text, {"level": "tree", "max_tokens": 60})).to_dict()
     nodes = []
 
     def walk(items, prefix):
@@ -151,7 +151,7 @@ def test_viewer_page_shows_a_tree_as_bands_and_collapsible_nodes(live_url, engin
     assert visible_before and not visible_after  # a node folds away its parts
 
 
-def test_viewer_page_names_the_headings_on_the_plot(live_url, engine):
+def test_viewer_page_names_the_headings_on_the_plot(live_url, host):
     """Issue 34: Markdown headings above the boundary plot (where a segment opens under a new one) and
     each segment's heading path in its box."""
     import asyncio
@@ -159,7 +159,7 @@ def test_viewer_page_names_the_headings_on_the_plot(live_url, engine):
     text = ("# Kitchen\n\nBread needs flour, water, salt and yeast. Knead the dough for ten minutes. "
             "Let it rise until it doubles.\n\n# Sky\n\nThe telescope was pointed at Jupiter after sunset. "
             "Its four largest moons appeared as bright points beside the planet.\n")
-    expected = asyncio.run(engine.runner.segment(text, {"structure": "markdown"})).to_dict()
+    expected = asyncio.run(host.runner.segment(text, {"structure": "markdown"})).to_dict()
     titles = [(t, start) for start, t, _ in opened_headings(expected)]
     assert [t for t, _ in titles] == ["Kitchen", "Sky"]
     with viewer(live_url) as (page, _):
@@ -218,13 +218,13 @@ def many_headings(n: int) -> str:
     return "\n".join(parts)
 
 
-def test_viewer_page_lays_out_many_headings_apart_from_each_other_and_the_axis(live_url, engine, tmp_path):
+def test_viewer_page_lays_out_many_headings_apart_from_each_other_and_the_axis(live_url, host, tmp_path):
     """Issue 49 item 19: with 40 headings, no label covers another or the plot; each starts at its boundary,
     and a shortened one keeps its whole path in its title."""
     import asyncio
 
     text = many_headings(40)
-    record = asyncio.run(engine.runner.segment(text, {"structure": "markdown"})).to_dict()
+    record = asyncio.run(host.runner.segment(text, {"structure": "markdown"})).to_dict()
     opened = [(start, path) for start, _, path in opened_headings(record)]
     assert len(opened) >= 30  # crowded enough that labels in one row would collide
     with viewer(live_url) as (page, errors):
@@ -283,12 +283,12 @@ def test_viewer_page_opens_with_the_sample_and_its_own_icon(live_url):
     assert kind == "data:image/svg+xml;base64" and base64.b64decode(data).startswith(b"<svg ")
 
 
-def test_viewer_page_shows_confidence_where_records_carry_it(live_url, engine, tmp_path):
+def test_viewer_page_shows_confidence_where_records_carry_it(live_url, host, tmp_path):
     """Issue 49 item 19: a record's ``confidence`` (when its segments carry one) is what the boxes, the
     bars and the legend show; without it, the score (test above)."""
     import asyncio
 
-    record = asyncio.run(engine.runner.segment(TOPICS, {})).to_dict()
+    record = asyncio.run(host.runner.segment(TOPICS, {})).to_dict()
     confident = [0.5 + 0.1 * i for i in range(len(record["segments"]))]
     record["segments"] = [{**s, "confidence": c} for s, c in zip(record["segments"], confident)]
     with viewer(live_url) as (page, errors):

@@ -19,7 +19,7 @@ def test_ray_serve_replicas_answer_like_the_library():
     from ray import serve
 
     from headseg.api import Segmenter
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.host import ServeConfig
     from headseg.serve.ray_serve import start
 
     port = free_port()
@@ -35,7 +35,7 @@ def test_ray_serve_replicas_answer_like_the_library():
         assert r.status_code == 200
         assert r.json() == Segmenter(quiet=True).segment(TOPICS, max_chars=300).to_dict()
         assert httpx.post(url + "/v1/segment", json={"text": 1}, timeout=30).status_code == 422
-        assert len(pids) == 2  # two replicas, each with its own engine, both answering
+        assert len(pids) == 2  # two replicas, each with its own host, both answering
     finally:
         serve.shutdown()
         if started_here:
@@ -49,7 +49,7 @@ def test_build_refuses_bad_sizes_with_one_line(kwargs):
     """Before: Ray's own tracebacks (a pydantic ValidationError, a TypeError comparing str and int, a NaN
     conversion), or True taken as one replica."""
     from headseg.analysis.errors import InputError
-    from headseg.serve.engine import ServeConfig
+    from headseg.serve.host import ServeConfig
     from headseg.serve.ray_serve import build
 
     with pytest.raises(InputError, match="replicas|cpus_per_replica"):

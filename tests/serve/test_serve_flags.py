@@ -23,7 +23,7 @@ def _config(*argv: str) -> ServeConfig:
 
 
 def test_doc_threads_sets_the_services_threads():
-    assert _config().doc_threads is None  # the engine's default_workers(threads) decides
+    assert _config().doc_threads is None  # the host's default_workers(threads) decides
     assert _config("--doc-threads", "3").doc_threads == 3
     with pytest.raises(InputError, match="^--doc-threads must be a positive integer"):
         _config("--doc-threads", "0")

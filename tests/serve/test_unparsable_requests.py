@@ -59,8 +59,8 @@ def check_refusal(status: int, headers: dict[str, str], body: bytes) -> None:
 
 
 @pytest.fixture(scope="module", params=["httptools", "h11"])
-def protocol_url(request, engine):
-    """The app over the session's engine, served through the JSON-refusing subclass of each uvicorn parser."""
+def protocol_url(request, host):
+    """The app over the session's host, served through the JSON-refusing subclass of each uvicorn parser."""
     if request.param == "httptools":
         pytest.importorskip("httptools")
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
@@ -71,7 +71,7 @@ def protocol_url(request, engine):
 
     from .live import serve_in_thread
 
-    with serve_in_thread(create_app(engine=engine), http=http_protocol(base)) as url:
+    with serve_in_thread(create_app(host=host), http=http_protocol(base)) as url:
         yield url
 
 
@@ -87,14 +87,14 @@ def test_a_parsable_request_is_served_as_before(protocol_url):
     assert status == 404 and set(json.loads(body)) == {"error"}  # the app's own refusals are untouched
 
 
-def test_uvicorn_alone_answers_plain_text(engine):
+def test_uvicorn_alone_answers_plain_text(host):
     """What the protocol class replaces: without it the same bytes get uvicorn's plain-text 400 (if uvicorn
     ever answers JSON itself, the class is no longer needed)."""
     from headseg.serve.app import create_app
 
     from .live import serve_in_thread
 
-    with serve_in_thread(create_app(engine=engine)) as url:
+    with serve_in_thread(create_app(host=host)) as url:
         status, headers, body = raw(url, UNPARSABLE["content-length-not-a-number"])
     assert status == 400 and headers["content-type"].startswith("text/plain")
     assert body == b"Invalid HTTP request received."

@@ -56,13 +56,14 @@ def test_each_document_is_segmented_once(tiny_bert, passes):
     assert marked.topic_headings == [[] for _ in flat]  # plain text: no headings
 
 
-def test_the_app_marks_a_document_with_one_pass_and_keeps_its_segmenter(tiny_bert, passes):
+def test_the_app_marks_a_document_with_one_pass_on_a_segmenter_of_its_own(tiny_bert, passes):
     options = AppOptions(text=TEXT, loaded=tiny_bert)
     marked, warning = mark_document(options, tiny_bert, TEXT)
     assert warning == "" and passes == [[TEXT]]
     auto = AutoSegmenter(options.segmenter_config(), loaded=tiny_bert)
     assert auto(TEXT) == (marked, "") and auto(TEXT) == (marked, "")
-    assert auto._segmenter is auto._built()  # built once, kept for the next document
+    # nothing is kept between calls (the app makes one call): no segmenter, no lock, the model handed over
+    assert set(vars(auto)) == {"config", "loaded"} and auto.loaded is tiny_bert
 
 
 def test_markdown_headings_are_marked(tiny_bert):

@@ -2,7 +2,7 @@
 
 The cache (:func:`~.artifact.cache_dir`) holds one artifact per model, head
 profile and precision.  :func:`onnx_backend` is the whole path from a loaded
-model and a profile to a running :class:`~.engine.OnnxBackend`: the artifact
+model and a profile to a running :class:`~.onnx_backend.OnnxBackend`: the artifact
 given, else the cached one in the device's precision (:mod:`.policy`), else a
 fresh export into the cache (once, under a file lock, so concurrent processes
 export it once between them).  A broken cached artifact is exported again,
@@ -24,7 +24,7 @@ from headseg.analysis.model import LoadedModel
 from headseg.analysis.profile import HeadProfile
 
 from .artifact import PROFILE_NAME, Manifest, cache_dir, check_matches, read_manifest
-from .engine import OnnxBackend
+from .onnx_backend import OnnxBackend
 from .exporter import export_artifact
 from .policy import precision_preference, serving_device
 from .runtime import require_cuda
