@@ -154,3 +154,40 @@ def test_a_short_document_behind_long_ones_starts_and_is_served_within_a_round()
         runner.close()
     assert backend.first_call_of("short") <= 4, backend.first_call_of("short")  # before: call 120
     assert sum(len(c) for c in backend.calls) == 121  # every window ran once
+
+
+def test_a_requests_documents_share_one_ticket_and_at_most_workers_threads(monkeypatch):
+    """Over HTTP, the documents of one request are one caller in the batcher (one ticket, one turn), and at
+    most ``workers`` of them are under way at once: a request of many documents takes neither every turn
+    nor every thread from the ordinary request behind it."""
+    from .conftest import needs_serve_extra
+
+    needs_serve_extra()
+    from fastapi.testclient import TestClient
+
+    from headseg.serve.app import create_app
+    from headseg.serve.host import Host, ServeConfig
+
+    host = Host(ServeConfig.of(threads=1)).start()
+    seen, running, most = [], [0], [0]
+    real = host.runner.segment
+
+    async def segment(text, options=None, ticket=None):
+        seen.append(ticket)
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        try:
+            return await real(text, options, ticket=ticket)
+        finally:
+            running[0] -= 1
+
+    monkeypatch.setattr(host.runner, "segment", segment)
+    try:
+        with TestClient(create_app(host=host)) as client:
+            body = {"documents": [{"text": f"Document {i}. It has two sentences."} for i in range(9)]}
+            r = client.post("/v1/segment", json=body)
+            assert r.status_code == 200 and len(r.text.splitlines()) == 9
+    finally:
+        host.close()
+    assert len(seen) == 9 and seen[0] is not None and all(t is seen[0] for t in seen)
+    assert most[0] <= host.runner.workers == 2
