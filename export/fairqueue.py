@@ -1,8 +1,8 @@
 """The batcher's queue: pending items kept per caller and taken round-robin, so no caller's share is unbounded.
 
 One queue, first come first served, let a caller with thousands of windows (a
-16 KB run of ``'.'`` is a window per few hundred tokens, twice over) hold every
-lane until it was done: an ordinary request queued behind six of them waited
+16 KB run of ``'.'`` is hundreds of the unit detector's 64-token windows, then
+the units' own) hold every lane until it was done: an ordinary request queued behind six of them waited
 for all of their windows (issue 49, item 10).  Here each caller (a
 :class:`~headseg.export.batcher.Ticket`: one request, or one document; a call
 without a ticket is a caller of its own) has its own FIFO, and the callers take

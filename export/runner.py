@@ -13,8 +13,8 @@ a document waiting for the model gives its slot up meanwhile
 documents are under way, so a document that arrives behind long ones starts at
 once and its few windows take their turn in the batcher beside theirs.  With
 a thread per worker and nothing else, six long documents held the four
-threads of two cores until they were done, and a short one waited 23 s for a
-thread (issue 49, item 10; docs/serve.md).
+threads of two cores until they were done, and a short one waited 23-73 s for a
+thread (load average 3-11; issue 49, item 10; docs/serve.md).
 ``await Segmenter.asegment(text)`` and ``headseg serve`` use it.  Cancelling
 the awaiting task cancels the document's :class:`~headseg.export.batcher.Ticket`:
 its windows that have not run yet are dropped.
