@@ -5,7 +5,9 @@ the backend.  Callers (one thread per document being segmented) hand it their
 windows through :class:`BatchedBackend`, a
 :class:`~headseg.analysis.capture.CaptureBackend` that a segmentation pipeline
 takes like any other; the lanes take the pending work of all callers from
-one shared queue, first come first served, and hand each caller its rows.
+one shared queue, the callers in turn (:class:`~.fairqueue.FairQueue`: a
+request with thousands of windows does not hold back one with ten), and hand
+each caller its rows.
 What is queued is an *item*: one unit's windows for ``unit_vectors`` (a unit
 is pooled within one backend call, and its caller gets back its pooled row
 ``[D]``), one window for ``capture`` (its per-token rows).  The
@@ -38,7 +40,6 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -49,8 +50,10 @@ from headseg.analysis.errors import HeadsegError
 from headseg.analysis.pooling import check_owners, unit_groups
 from headseg.analysis.text import Window
 
+from .fairqueue import FairQueue
+
 __all__ = ["DEFAULT_MAX_BATCH_TOKENS", "BatchedBackend", "Batcher", "Cancelled", "Ticket", "backend_lanes",
-           "current_ticket"]
+           "current_slot", "current_ticket"]
 
 
 class Cancelled(HeadsegError):
@@ -77,6 +80,10 @@ class Ticket:
 
 #: the ticket of the code running now (set by whoever runs a caller's work in a thread)
 current_ticket: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar("headseg_ticket", default=None)
+#: the slot the code running now holds among the callers doing CPU work (the runner's ``workers``): given
+#: up while its windows wait for the model, so that a caller waiting only for the model holds no slot that
+#: a newly arrived caller needs to start
+current_slot: contextvars.ContextVar[threading.Semaphore | None] = contextvars.ContextVar("headseg_slot", default=None)
 
 
 @dataclass(eq=False)
@@ -140,7 +147,7 @@ class Batcher:
         #: token-budget batch; other backends' lanes each pack batches
         self.single = self.lanes > 1 and bool(backend.per_window)
         self._cv = threading.Condition()
-        self._pending: deque[tuple[_Job, int]] = deque()
+        self._pending = FairQueue(_caller, lambda job, k: len(job.groups[k]), lambda job, k: job.tokens(k), _live)
         self._closed = False
         self._busy = 0.0  # lane-seconds spent in backend calls
         self._floats = 0  # floats handed to callers (floats_carried)
@@ -155,7 +162,7 @@ class Batcher:
     def pending_windows(self) -> int:
         """Windows waiting for a backend call."""
         with self._cv:
-            return sum(len(job.groups[k]) for job, k in self._pending)
+            return self._pending.windows
 
     @property
     def busy_seconds(self) -> float:
@@ -211,11 +218,18 @@ class Batcher:
                 raise HeadsegError("the batcher is closed")
             if ticket is not None and ticket.cancelled:
                 raise Cancelled("cancelled")
-            self._pending.extend((job, k) for k in range(len(job.groups)))
+            self._pending.extend(job, range(len(job.groups)))
             self._cv.notify(len(job.groups))  # a lane per item, in single mode
-        while not job.done.wait(0.05):
-            if ticket is not None and ticket.cancelled:
-                self.drop(ticket)
+        slot = current_slot.get()
+        if slot is not None:
+            slot.release()
+        try:
+            while not job.done.wait(0.05):
+                if ticket is not None and ticket.cancelled:
+                    self.drop(ticket)
+        finally:
+            if slot is not None:
+                slot.acquire()
         if job.error is not None:
             raise job.error
         return job
@@ -223,9 +237,7 @@ class Batcher:
     def drop(self, ticket: Ticket) -> None:
         """Fail and remove the pending windows of ``ticket`` (cancel it first)."""
         with self._cv:
-            gone = {id(j): j for j, _ in self._pending if j.ticket is ticket}
-            if gone:
-                self._pending = deque(p for p in self._pending if p[0].ticket is not ticket)
+            gone = {id(j): j for j, _ in self._pending.remove(ticket)}
         for j in gone.values():
             j.fail(Cancelled("cancelled"))
 
@@ -233,8 +245,7 @@ class Batcher:
         """Stop taking windows, fail the pending ones, and join the thread."""
         with self._cv:
             self._closed = True
-            left = {id(j): j for j, _ in self._pending}
-            self._pending.clear()
+            left = {id(j): j for j, _ in self._pending.clear()}
             self._cv.notify_all()
         for j in left.values():
             j.fail(HeadsegError("the batcher was closed"))
@@ -243,8 +254,8 @@ class Batcher:
                 t.join(timeout)
 
     def _take(self) -> list[tuple[_Job, int]] | None:
-        """The next batch: pending items of the first caller's kind, in order, within the token budget
-        (one item in :attr:`single` mode); None once the batcher is closed.
+        """The next batch: pending items of the next caller's kind, callers in turn, within the token budget
+        (one item in :attr:`single` mode; :class:`~.fairqueue.FairQueue`); None once the batcher is closed.
 
         Windows whose caller was cancelled are failed and skipped here; if nothing else was pending the
         lane waits again (it must not mistake an all-cancelled queue for the end).
@@ -259,36 +270,10 @@ class Batcher:
                     self._waiting += time.perf_counter() - self._wait_since.pop(lane)
                 if self._closed:
                     return None
-                batch = self._take_single() if self.single else self._take_budget()
+                batch = self._pending.take_one() if self.single else \
+                    self._pending.take_budget(self.max_batch_tokens, lambda job: job.key)
                 if batch:
                     return batch
-
-    def _take_single(self) -> list[tuple[_Job, int]]:
-        """The first pending item of a live caller (lock held)."""
-        while self._pending:
-            job, i = self._pending.popleft()
-            if _live(job):
-                return [(job, i)]
-        return []
-
-    def _take_budget(self) -> list[tuple[_Job, int]]:
-        """Pending items of the first caller's kind, in order, within the token budget (lock held)."""
-        key = self._pending[0][0].key
-        batch, keep, tokens = [], deque(), 0
-        while self._pending:
-            job, k = self._pending.popleft()
-            n = job.tokens(k)
-            if job.key != key or (batch and tokens + n > self.max_batch_tokens):
-                keep.append((job, k))
-                if job.key == key:
-                    break  # budget full: the rest waits, in order
-                continue
-            if _live(job):
-                batch.append((job, k))
-                tokens += n
-        keep.extend(self._pending)
-        self._pending = keep
-        return batch
 
     def _loop(self) -> None:
         while True:
@@ -347,6 +332,11 @@ class Batcher:
 def _heads_key(heads: Iterable[Sequence[int]]) -> tuple:
     """``heads`` as a hashable key (and the argument the backend gets)."""
     return tuple(tuple(int(v) for v in h) for h in heads)
+
+
+def _caller(job: _Job) -> object:
+    """Whose turn ``job``'s items wait for: its ticket's (a request's), else the job's own."""
+    return job if job.ticket is None else job.ticket
 
 
 def _live(job: _Job) -> bool:

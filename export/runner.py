@@ -4,7 +4,17 @@ An :class:`AsyncRunner` runs a segmentation pipeline's CPU work (tokenizing,
 units, topic search) in a bounded pool of worker threads and its model work in
 one :class:`~headseg.export.batcher.Batcher`, so concurrent coroutines never
 block the event loop and their windows share the model: packed into calls by a
-token budget, or (an int8 graph on CPU) run one by one by a lane per core.
+token budget, or (an int8 graph on CPU) run one by one by a lane per core, the
+callers in turn.
+
+``workers`` documents do CPU work at once (more only contend for the GIL);
+a document waiting for the model gives its slot up meanwhile
+(:data:`~headseg.export.batcher.current_slot`), and up to ``in_flight``
+documents are under way, so a document that arrives behind long ones starts at
+once and its few windows take their turn in the batcher beside theirs.  With
+a thread per worker and nothing else, six long documents held the four
+threads of two cores until they were done, and a short one waited 23-73 s for a
+thread (load average 3-11; issue 49, item 10; docs/serve.md).
 ``await Segmenter.asegment(text)`` and ``headseg serve`` use it.  Cancelling
 the awaiting task cancels the document's :class:`~headseg.export.batcher.Ticket`:
 its windows that have not run yet are dropped.
@@ -29,10 +39,12 @@ from headseg.analysis.capture import CaptureBackend
 from headseg.analysis.errors import HeadsegError
 from headseg.analysis.text import TokenizedText
 
-from .batcher import BatchedBackend, Batcher, Ticket, current_ticket
+from .batcher import BatchedBackend, Batcher, Ticket, current_slot, current_ticket
 
 #: worker threads of a runner: documents whose CPU work and windows are in flight at once
 DEFAULT_WORKERS = 16
+#: documents under way at once, for each worker (the others doing no CPU work: waiting for the model)
+IN_FLIGHT_PER_WORKER = 4
 
 _RUNNERS_LOCK = threading.Lock()
 #: each pipeline's runner (runner_of); weak keys: a runner goes with its pipeline (it holds the pipeline
@@ -64,12 +76,16 @@ class AsyncRunner:
     ``on_batch(tokens, windows)``: called after each model call (metrics).
     ``lanes``: threads calling the model side by side (default: what the
     backend runs well, :func:`~headseg.export.batcher.backend_lanes`).
+    ``workers``: documents doing CPU work at once; ``in_flight``: documents under way at once, the others
+    waiting for the model (default :data:`IN_FLIGHT_PER_WORKER` × ``workers``; at least ``workers``).
     """
 
     def __init__(self, pipeline: Segmenting, max_batch_tokens: int | None = None, workers: int = DEFAULT_WORKERS,
-                 on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None):
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise HeadsegError(f"workers must be a positive integer (got {workers!r})")
+                 on_batch: Callable[[int, int], None] | None = None, lanes: int | None = None,
+                 in_flight: int | None = None):
+        for name, v in (("workers", workers), ("in_flight", in_flight)):
+            if (v is not None or name == "workers") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
         self.batcher = Batcher(pipeline.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
         self.backend = BatchedBackend(self.batcher)
         #: the pipeline over the batcher, as it was made (used once the source pipeline is gone)
@@ -78,16 +94,23 @@ class AsyncRunner:
         self._source = weakref.ref(pipeline)
         self._seen = _settings(pipeline)  # the source's settings that self.pipeline was made with
         self._lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="headseg-worker")
+        #: the CPU slots: a document holds one except while its windows wait for the model
+        self.slots = threading.Semaphore(workers)
+        self.workers = workers
+        self.in_flight = max(workers, IN_FLIGHT_PER_WORKER * workers if in_flight is None else in_flight)
+        self.pool = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="headseg-worker")
         self._finalizer = weakref.finalize(self, _shutdown, self.batcher, self.pool)
 
     def segment_many_sync(self, texts: Sequence[str | TokenizedText], options: Any = None, ticket: Ticket | None = None,
                           progress=None) -> list:
-        """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``."""
-        token = current_ticket.set(ticket)
+        """``segment_many`` on the calling thread, its windows through the batcher under ``ticket``, holding
+        one of the runner's CPU slots except while its windows wait for the model."""
+        token, slot = current_ticket.set(ticket), current_slot.set(self.slots)
         try:
-            return self._current().segment_many(list(texts), options, progress=progress)
+            with self.slots:
+                return self._current().segment_many(list(texts), options, progress=progress)
         finally:
+            current_slot.reset(slot)
             current_ticket.reset(token)
 
     def _current(self) -> Segmenting:

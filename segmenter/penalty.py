@@ -91,6 +91,7 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
     hi = np.clip(pos + window, 0, n)
     d = x[1:] - x[:-1]
     sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
+    del d  # [n, D], like x: freed before the arrays below, not held to the end (the peak is a few of them)
     a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
     s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
     s2 = np.maximum(s2, 1e-9)
@@ -101,12 +102,52 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
         top = np.minimum(hi, n - l)
         count = np.maximum(top - lo, 0)
         acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
-    cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)])
-    tot = cx[hi] - cx[lo]
+    cx = prefix_sums(x)
+    # ‖Σ x‖² of each window, a block of windows at a time: the windows' sums ``[n + 1, D]`` at once were
+    # two more copies of the vectors at the peak (a unit per heading made them 70 MB each at 64 KB); each
+    # row's dot product is the same whatever the block
+    tot2 = np.empty(n + 1)
+    for s in range(0, n + 1, _BLOCK):
+        tot = cx[hi[s:s + _BLOCK]] - cx[lo[s:s + _BLOCK]]
+        tot2[s:s + _BLOCK] = np.einsum("ij,ij->i", tot, tot)
+    del cx
     cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
     m = (hi - lo).astype(np.float64)
-    base = (np.einsum("ij,ij->i", tot, tot) - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
+    base = (tot2 - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
     return s2, acf - base[:, None]
 
 
-__all__ = ("StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average")
+def spread(x: np.ndarray) -> float:
+    """The mean squared distance of the rows of ``x [n, D]`` from their mean, with one temporary copy of
+    ``x`` (squared in place), not two."""
+    d = x - x.mean(axis=0)
+    np.square(d, out=d)
+    return float(d.sum(axis=1).mean())
+
+
+def row_squares(x: np.ndarray) -> np.ndarray:
+    """``(x * x).sum(axis=1)``, a block of rows at a time: each row's sum is the same, without a whole
+    squared copy of ``x``."""
+    out = np.empty(len(x))  # float64: a narrower float's sums widen exactly
+    for s in range(0, len(x), _BLOCK):
+        out[s:s + _BLOCK] = (x[s:s + _BLOCK] * x[s:s + _BLOCK]).sum(axis=1)
+    return out
+
+
+#: windows whose sums local_statistics holds at once
+_BLOCK = 512
+
+
+def prefix_sums(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    """``[n + 1, D]``: row ``i`` the sum of the first ``i`` rows of ``x`` (each times ``scale``, if given),
+    made in place: the same numbers as ``vstack([0, cumsum(x)])`` without its two temporary copies."""
+    if x.dtype != np.float64:  # summed in its own type, as vstack(cumsum) did, then widened
+        y = x if scale is None else x * scale[:, None]
+        return np.vstack([np.zeros((1, x.shape[1])), np.cumsum(y, axis=0)])
+    out = np.empty((x.shape[0] + 1, x.shape[1]))
+    out[0] = 0.0
+    np.cumsum(x if scale is None else x * scale[:, None], axis=0, out=out[1:])
+    return out
+
+
+__all__ = ("StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average", "prefix_sums", "row_squares", "spread")

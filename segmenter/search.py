@@ -29,6 +29,8 @@ import numpy as np
 
 from headseg.analysis.errors import HeadsegError
 
+from .penalty import prefix_sums, row_squares
+
 
 class SegmentCost:
     """O(1) scatter cost of any span ``[a, b)`` from prefix sums.
@@ -49,8 +51,9 @@ class SegmentCost:
         if w.shape != (self.n,) or not np.all(w > 0):
             raise HeadsegError(f"unit weights need shape [{self.n}] and positive values")
         self.cw = np.concatenate([[0.0], np.cumsum(w)])
-        self.cx = np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x * w[:, None], axis=0)])
-        self.cq = np.concatenate([[0.0], np.cumsum(w * (x * x).sum(axis=1))])
+        # in place, and x itself where the weights are all one: x · 1 is x, and the copies were the peak
+        self.cx = prefix_sums(x, None if weights is None else w)
+        self.cq = np.concatenate([[0.0], np.cumsum(w * row_squares(x))])
         s = np.ones(self.n) if sizes is None else np.asarray(sizes, dtype=np.float64)
         self.cs = np.concatenate([[0.0], np.cumsum(s)])
         self.max_size = max_size

@@ -35,7 +35,7 @@ from .cuts import CutPrior, nested_prior, passable
 from .document import Document
 from .evidence import EvidenceParams, confidences, gate
 from .limits import SizeLimits, repair_cuts
-from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average  # noqa: F401 (read here)
+from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average, spread  # noqa: F401 (read here)
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
 from .request import SearchRequest
 from .search import (EXACT_SPAN_BUDGET, SegmentCost, boundary_strength, exact_k_bound, partition_k, partition_k_long,
@@ -187,7 +187,7 @@ def search_objective(cost: SegmentCost, x: np.ndarray, params: TopicParams, pena
     the scatter, the prior and its own short-segment prior).
     """
     beta = boundary_penalty(x, params, params.penalty if penalty is None else penalty, memo)
-    if params.min_spread and len(x) and float(np.square(x - x.mean(axis=0)).sum(axis=1).mean()) < params.min_spread:
+    if params.min_spread and len(x) and spread(x) < params.min_spread:
         # no topic structure: a segment costs more than all the scatter cuts could save
         beta = np.maximum(beta, cost.cost(0, cost.n))
     extra = None

@@ -366,7 +366,10 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
     for a, b in base:
         lo, hi = int(np.searchsorted(tok_start, a)), int(np.searchsorted(tok_start, b))
         spans.append((a, b, lo, hi, not (mode == "auto" and hi - lo <= params.auto_tokens)))
-    todo = [(lo, hi) for a, b, lo, hi, detect in spans if detect]
+    if mode == "auto":  # a long stretch of punctuation alone has nothing for the heads to read
+        spans = [(a, b, lo, hi, "grid" if detect and hi - lo > FILLER_RUN and _letterless(text, a, b) else detect)
+                 for a, b, lo, hi, detect in spans]
+    todo = [(lo, hi) for a, b, lo, hi, detect in spans if detect is True]
     found = iter(())
     if todo:
         tokens = sum(hi - lo for lo, hi in todo)
@@ -379,12 +382,30 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
         if not detect:
             out.append((a, b))
             continue
-        cuts = [int(doc.offsets[s, 0]) for s in next(found)]
+        starts = range(lo + FILLER_TOKENS, hi, FILLER_TOKENS) if detect == "grid" else next(found)
+        cuts = [int(doc.offsets[s, 0]) for s in starts]
         # the whitespace before a cut belongs to the unit before it
         edges = [a] + [c for c in cuts if a < c < b] + [b]
         out.extend(zip(edges[:-1], edges[1:]))
     return out
 
+
+#: a sentence of more than ``FILLER_RUN`` tokens with no letter or digit (``'.' * N``, ``'*' * N``: a
+#: token per byte) is cut every ``FILLER_TOKENS`` tokens without the unit detector, whose contrast
+#: between blocks of the same symbol reads noise: its 64-token windows read each such token about
+#: three times more (17× prose's time per byte for ``'*' * N``, issue 49 item 9).  Far above
+#: ``UnitParams.auto_tokens``: the widest letterless line in the repository's Markdown (a table's
+#: separator row) is 104 tokens, and such lines keep the detector's cuts
+FILLER_RUN = 512
+FILLER_TOKENS = 32
+
+
+def _letterless(text: str, a: int, b: int) -> bool:
+    """Whether ``text[a:b]`` holds no letter or digit."""
+    return _ALNUM.search(text, a, b) is None
+
+
+_ALNUM = regex.compile(r"[\p{L}\p{N}]")
 
 #: a unit of at most this many tokens ("a.", "Ok.", "1.") is tiny
 TINY_TOKENS = 3

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from headseg.analysis.errors import InputError
 from headseg.analysis.text import TokenizedText
-from headseg.export.batcher import Cancelled
+from headseg.export.batcher import Cancelled, Ticket
 from headseg.formats import failure_record, json_line
 from headseg.segmenter.pipeline import Pipeline
 
@@ -92,7 +92,16 @@ def segment_router(host: Host, check_key: Callable[[Request], None]) -> APIRoute
 
     async def _stream(request: Request, req: SegmentRequest, tokens: list[str | TokenizedText],
                       started: float) -> AsyncIterator[bytes]:
-        tasks = [asyncio.ensure_future(host.runner.segment(t, req.options)) for t in tokens]
+        # One ticket for the request: its documents take one turn in the batcher between other requests,
+        # not one each; and at most ``workers`` of them are under way at once, so that a request of many
+        # documents does not take every thread an ordinary request behind it needs (issue 49, item 10).
+        ticket, under_way = Ticket(), asyncio.Semaphore(host.runner.workers)
+
+        async def one(text: str | TokenizedText):
+            async with under_way:
+                return await host.runner.segment(text, req.options, ticket=ticket)
+
+        tasks = [asyncio.ensure_future(one(t)) for t in tokens]
         status = "200"
         try:
             for doc_id, task in zip(req.ids, tasks):

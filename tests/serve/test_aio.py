@@ -128,6 +128,7 @@ def test_the_engine_starts_the_default_workers():
 
     host = Host(ServeConfig.of(threads=1)).start()
     try:
-        assert host.runner.pool._max_workers == 2  # two per model thread
+        assert host.runner.workers == 2  # two per model thread doing CPU work
+        assert host.runner.pool._max_workers == 8  # and as many again three times over waiting for the model
     finally:
         host.close()
