@@ -104,8 +104,7 @@ class SegmentOptions:
     #: the confidence a topic boundary needs to be kept, in [0, 1] (the calibrated probability that it is a
     #: topic boundary: docs/segmenter.md, "Boundaries as evidence"); the weakest go first, and a boundary
     #: the hard limits need stays.  None or 0: the boundaries the evidence supports (1: none but those
-    #: the limits need).  With ``max_tokens`` (and no ``target_tokens``), the boundaries at or above it
-    #: (None: ``KEEP_APART``) also stay apart whatever the size target
+    #: the limits need)
     min_confidence: float | None = field(default=None, metadata=_option(
         "--min-confidence", "keep only topic boundaries whose confidence (0-1, in each record) is at least X "
                             "(1: none but those the size limits need); docs/segmenter.md",
@@ -200,12 +199,12 @@ class SegmentOptions:
 
     @property
     def keep_apart(self) -> float | None:
-        """Under the size target ``max_tokens`` implies (no explicit ``target_tokens``), the confidence
-        that keeps a topic boundary whatever the target: ``min_confidence``, else :data:`KEEP_APART`;
-        None where there is no such target (an explicit target decides alone)."""
+        """Under the size target ``max_tokens`` implies (no explicit ``target_tokens``), the evidence that
+        keeps a topic boundary whatever the target (:data:`KEEP_APART`); None where there is no such
+        target (an explicit target decides alone)."""
         if self.max_tokens is None or self.target_tokens is not None:
             return None
-        return KEEP_APART if self.min_confidence is None else float(self.min_confidence)
+        return KEEP_APART
 
     def settings(self) -> dict[str, Any]:
         """The command-line options as plain values (a resumed run must match them)."""

@@ -54,7 +54,7 @@ def test_the_request_is_what_the_search_needs_of_the_options():
     assert opts.request() == SearchRequest(max_chars=900, min_chars=5, max_tokens=100,
                                            target_tokens=TARGET_FRACTION * 100, segments=3, penalty=0.5,
                                            keep_apart=KEEP_APART)
-    assert SegmentOptions(max_tokens=100, min_confidence=0.8).request().keep_apart == 0.8
+    assert SegmentOptions(max_tokens=100, min_confidence=0.8).request().keep_apart == KEEP_APART
     assert SegmentOptions(max_tokens=100, target_tokens=50).request().keep_apart is None
     assert SegmentOptions(target_tokens=30).request().target_tokens == 30
     for bad in ({"max_chars": 0}, {"segments": True}, {"penalty": float("nan")}, {"scale": 0},
