@@ -118,7 +118,7 @@ class TopicParams:
     #: a boundary is kept only when its evidence (:mod:`~headseg.segmenter.evidence`: its saving over the best
     #: cut of its units shuffled, in standard deviations) reaches this, and its calibrated confidence
     #: ``min_confidence``: priors decide *where*, evidence *whether* (-inf, 0: every boundary found)
-    min_evidence: float = 1.0
+    min_evidence: float = 0.75
     min_confidence: float = 0.0
     #: the test behind each boundary's confidence (:class:`~headseg.segmenter.evidence.EvidenceParams`)
     evidence: EvidenceParams = field(default_factory=EvidenceParams)
