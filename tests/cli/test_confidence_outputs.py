@@ -10,19 +10,9 @@ import pytest
 
 from cli_helpers import one_line, run
 from headseg.api import Segmenter
+from sample_texts import UNRELATED_TEXT
 
-#: three clearly unrelated paragraphs (a council meeting, a flood, a phone launch)
-TEXT = (
-    "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
-    "Next year's spending will rise by two percent. Several members asked about the new schools. "
-    "The treasurer answered every question.\n\n"
-    "Rain fell all night and the river rose quickly. Farmers moved their cattle to higher ground. "
-    "The bridge was closed by the morning. Boats were tied up in the harbour. Water covered the lower fields. "
-    "The storm moved east by noon.\n\n"
-    "The new phone has a larger screen and a faster chip. Its battery lasts two days. Reviewers praised the "
-    "camera. The price is lower than last year's model. Shops expect long queues. "
-    "The company sold a million units in a week.\n"
-)
+TEXT = UNRELATED_TEXT  # three clearly unrelated paragraphs (tests/sample_texts.py)
 QUIET = ["--quiet"]
 
 

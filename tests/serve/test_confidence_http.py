@@ -10,23 +10,13 @@ import json
 import pytest
 
 from .conftest import needs_serve_extra
+from sample_texts import UNRELATED_TEXT
 
 pytestmark = pytest.mark.slow
 
 needs_serve_extra()
 
-#: three clearly unrelated paragraphs, as in tests/cli/test_confidence_outputs.py
-TEXT = (
-    "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
-    "Next year's spending will rise by two percent. Several members asked about the new schools. "
-    "The treasurer answered every question.\n\n"
-    "Rain fell all night and the river rose quickly. Farmers moved their cattle to higher ground. "
-    "The bridge was closed by the morning. Boats were tied up in the harbour. Water covered the lower fields. "
-    "The storm moved east by noon.\n\n"
-    "The new phone has a larger screen and a faster chip. Its battery lasts two days. Reviewers praised the "
-    "camera. The price is lower than last year's model. Shops expect long queues. "
-    "The company sold a million units in a week.\n"
-)
+TEXT = UNRELATED_TEXT  # three clearly unrelated paragraphs (tests/sample_texts.py)
 
 
 @pytest.fixture(scope="module")
