@@ -9,14 +9,16 @@ The records (:data:`RECORD_FIELDS`, one per node; a flat segmentation is a tree 
 children); ``parent``, its parent's ``id`` (None at depth 1, under the document); ``depth`` (1 for
 the document's children); ``index``, its number among the segments (the leaves), None for a
 node that has children; ``start``, ``end``, ``text`` (``text[start:end]``), ``score`` (the
-strength of the boundary that opens it, at its own depth; 0 at the text's start), ``token_count`` and
-``headings`` as :class:`Segment`'s; ``overlap_chars``, None unless overlapped chunks were asked for.
+strength of the boundary that opens it, at its own depth; 0 at the text's start), ``confidence`` (the
+calibrated confidence of that boundary, in [0, 1]; None at the text's start and where nothing tested it,
+as in the unit level), ``token_count`` and ``headings`` as :class:`Segment`'s; ``overlap_chars``, None
+unless overlapped chunks were asked for.
 
 Overlapped chunks (the topic level's ``overlap`` option; :attr:`Segmentation.chunks`): the records are
 then the chunks, one per segment, in place of the segments: ``start``/``end``/``text``/``token_count`` are
 the chunk's, and ``overlap_chars`` says how many characters at the start of its ``text`` repeat the end of
 the segment before (0 for the first), so the segment itself is ``text[overlap_chars:]`` from
-``start + overlap_chars``; ``index``, ``score`` and ``headings`` are the segment's.
+``start + overlap_chars``; ``index``, ``score``, ``confidence`` and ``headings`` are the segment's.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ class RecordField:
 RECORD_SCHEMA = (RecordField("document", str, optional=True, in_tree=False),
                  RecordField("index", int, optional=True, in_tree=False),
                  RecordField("start", int), RecordField("end", int), RecordField("score", float),
-                 RecordField("text", str), RecordField("token_count", int, optional=True),
+                 RecordField("confidence", float, optional=True), RecordField("text", str),
+                 RecordField("token_count", int, optional=True),
                  RecordField("headings", list), RecordField("id", int),
                  RecordField("parent", int, optional=True, in_tree=False), RecordField("depth", int),
                  RecordField("overlap_chars", int, optional=True, in_tree=False))
@@ -68,6 +71,9 @@ class Segment:
     falls in).  None when the segment was not made by a segmenter.
     ``headings``: the titles of the headings above the segment's start, outermost first
     (a heading it opens with included; empty in plain text); metadata, never part of ``text``.
+    ``confidence``: how sure the segmenter is of the boundary that opens it, a calibrated
+    probability in [0, 1] (:mod:`headseg.segmenter.evidence`); None for the first segment and
+    where no test was made (the unit level).
     """
 
     start: int
@@ -76,18 +82,25 @@ class Segment:
     score: float = 0.0
     token_count: int | None = None
     headings: tuple[str, ...] = ()
+    confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        c = self.confidence
+        if c is not None and not 0.0 <= c <= 1.0:
+            raise HeadsegError(f"a segment's confidence must be in [0, 1] (got {c!r})")
 
     def to_dict(self) -> dict:
-        """The segment as a JSON-ready dict (start, end, score, text, token_count, headings)."""
-        return {"start": self.start, "end": self.end, "score": self.score, "text": self.text,
-                "token_count": self.token_count, "headings": list(self.headings)}
+        """The segment as a JSON-ready dict (start, end, score, confidence, text, token_count, headings)."""
+        return {"start": self.start, "end": self.end, "score": self.score, "confidence": self.confidence,
+                "text": self.text, "token_count": self.token_count, "headings": list(self.headings)}
 
 
 @dataclass(frozen=True)
 class Node:
     """One node of a segment tree: the span ``[start, end)`` at ``depth`` (1: a child of the document),
     under node ``parent`` (None at depth 1); ``id`` is its position in pre-order.  ``score``,
-    ``token_count`` and ``headings`` as :class:`Segment`'s, ``score`` at the node's own depth."""
+    ``confidence``, ``token_count`` and ``headings`` as :class:`Segment`'s, ``score`` and ``confidence``
+    those of the boundary that opens the node at its own depth."""
 
     id: int
     parent: int | None
@@ -97,6 +110,7 @@ class Node:
     score: float = 0.0
     token_count: int | None = None
     headings: tuple[str, ...] = ()
+    confidence: float | None = None
 
 
 def check_tree(text: str, segments: Sequence[Segment], nodes: Sequence[Node]) -> None:
@@ -134,6 +148,12 @@ def check_tree(text: str, segments: Sequence[Segment], nodes: Sequence[Node]) ->
         raise HeadsegError("the tree's leaves are not the segments")
 
 
+def _confidence(record: dict) -> float | None:
+    """A record's ``confidence`` (absent in records written before it existed: None)."""
+    c = record.get("confidence")
+    return None if c is None else float(c)
+
+
 def check_chunks(text: str, segments: Sequence[Segment], chunks: Sequence[Segment]) -> None:
     """Raise :class:`HeadsegError` unless ``chunks`` are overlapped chunks of ``segments``: one per segment,
     each ending where its segment ends and starting at or after the start of the segment before it (at
@@ -156,11 +176,12 @@ def _read_leaves(rows: Sequence[dict]) -> tuple[str, list[Segment], list[Segment
         start, end, text, score = int(r["start"]), int(r["end"]), r["text"], float(r["score"])
         heads = tuple(str(h) for h in (r.get("headings") or ()))
         k = r.get("overlap_chars")
+        sure = _confidence(r)
         if k is None:
-            segs.append(Segment(start, end, text, score, r.get("token_count"), heads))
+            segs.append(Segment(start, end, text, score, r.get("token_count"), heads, sure))
             continue
-        chunks.append(Segment(start, end, text, score, r.get("token_count"), heads))
-        segs.append(Segment(start + int(k), end, text[int(k):], score, None, heads))
+        chunks.append(Segment(start, end, text, score, r.get("token_count"), heads, sure))
+        segs.append(Segment(start + int(k), end, text[int(k):], score, None, heads, sure))
     return "".join(s.text for s in segs), segs, chunks
 
 
@@ -218,7 +239,7 @@ class Segmentation:
         """The nodes of the tree, pre-order; a flat segmentation's are its segments at depth 1."""
         if self.nodes:
             return list(self.nodes)
-        return [Node(i, None, 1, s.start, s.end, s.score, s.token_count, s.headings)
+        return [Node(i, None, 1, s.start, s.end, s.score, s.token_count, s.headings, s.confidence)
                 for i, s in enumerate(self.segments)]
 
     def inner_ids(self) -> frozenset[int]:
@@ -285,6 +306,7 @@ class Segmentation:
             index = None if n.id in inner else leaf
             leaf += index is not None
             values = {"document": doc, "index": index, "start": n.start, "end": n.end, "score": round(n.score, 6),
+                      "confidence": None if n.confidence is None else round(n.confidence, 6),
                       "text": self.text[n.start:n.end], "token_count": n.token_count,
                       "headings": list(n.headings), "id": n.id, "parent": n.parent, "depth": n.depth,
                       "overlap_chars": None}
@@ -305,7 +327,8 @@ class Segmentation:
             tree = level == "tree" or any(r["parent"] is not None for r in rows)
             nodes = [Node(int(r["id"]), None if r["parent"] is None else int(r["parent"]), int(r["depth"]),
                           int(r["start"]), int(r["end"]), float(r["score"]), r.get("token_count"),
-                          tuple(str(h) for h in (r.get("headings") or ()))) for r in rows] if tree else []
+                          tuple(str(h) for h in (r.get("headings") or ())), _confidence(r))
+                     for r in rows] if tree else []
         except (KeyError, TypeError, ValueError) as exc:
             raise HeadsegError(f"not the records of a segmentation: {type(exc).__name__}: {exc}") from None
         return cls(text=text, segments=segs, level=level, nodes=nodes, chunks=chunks)
@@ -325,7 +348,8 @@ class Segmentation:
             def walk(items: list, parent: int | None, depth: int) -> None:
                 for r in items:
                     nodes.append(Node(len(nodes), parent, depth, int(r["start"]), int(r["end"]), float(r["score"]),
-                                      r.get("token_count"), tuple(str(h) for h in (r.get("headings") or ()))))
+                                      r.get("token_count"), tuple(str(h) for h in (r.get("headings") or ())),
+                                      _confidence(r)))
                     walk(r.get("children") or [], nodes[-1].id, depth + 1)
 
             walk(record.get("tree") or [], None, 1)
@@ -347,19 +371,25 @@ class Segmentation:
         level: str = "topic",
         meta: dict | None = None,
         nodes: Sequence[Node] = (),
+        confidence: Sequence[float] | None = None,
     ) -> "Segmentation":
         """Build from the start offsets of segments 2..n (sorted, inside ``(0, len(text))``); ``nodes``:
-        a segment tree whose leaves they are (checked with the segments, once)."""
+        a segment tree whose leaves they are (checked with the segments, once); ``confidence``: one
+        per boundary (None: untested)."""
         cuts = [int(b) for b in boundaries]
         if any(b <= 0 or b >= len(text) for b in cuts) or cuts != sorted(set(cuts)):
             raise HeadsegError("boundaries must be sorted, unique and inside the text")
         scores = list(scores) if scores is not None else [1.0] * len(cuts)
         if len(scores) != len(cuts):
             raise HeadsegError("one score per boundary")
+        sure = [None] * len(cuts) if confidence is None else [float(c) for c in confidence]
+        if len(sure) != len(cuts):
+            raise HeadsegError("one confidence per boundary")
         starts = [0] + cuts
         ends = cuts + [len(text)]
         segs = [
-            Segment(a, b, text[a:b], float(0.0 if i == 0 else scores[i - 1]))
+            Segment(a, b, text[a:b], float(0.0 if i == 0 else scores[i - 1]),
+                    confidence=None if i == 0 else sure[i - 1])
             for i, (a, b) in enumerate(zip(starts, ends))
         ]
         if not text:

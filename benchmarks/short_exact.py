@@ -15,8 +15,9 @@ Each text's unit vectors (and the baseline's embeddings) are computed once into 
 (default ``runs/short_exact_cache.pkl``, git-ignored), keyed by the text and its units; then each
 option setting is a search per text with the real calls of ``Segmenter.segment``:
 ``seg.document(text, options)``, ``get_level(options.level).strategy(doc, x, options.request(),
-LevelContext(...))``.  ``--set NAME=V1,V2,...`` (any ``SegmentOptions`` field; repeat it for a
-grid) prints one table per setting: the trade-off curve of one knob.
+LevelContext(...))``.  ``--set NAME=V1,V2,...`` (any ``SegmentOptions`` field, or ``params.NAME`` for a
+``TopicParams`` knob; repeat it for a grid) prints one table per setting: the trade-off curve of one
+knob (issue 48's: ``--set params.min_evidence=-inf,0,0.5,1,1.5,2``).
 
     python -m benchmarks.short_exact                                   # today's defaults
     python -m benchmarks.short_exact --set penalty=0.5,1,2 --json runs/short_exact.json
@@ -30,7 +31,7 @@ import itertools
 import json
 import pickle
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -88,10 +89,13 @@ def parse_value(v: str):
 
 
 def settings(specs: list[str]) -> list[dict]:
-    """The grid of ``NAME=V1,V2`` specs (``SegmentOptions`` fields), ``[{}]`` for the defaults alone."""
+    """The grid of ``NAME=V1,V2`` specs (``SegmentOptions`` fields, or ``params.NAME`` for a
+    :class:`~headseg.segmenter.topics.TopicParams` knob such as ``params.min_evidence``), ``[{}]`` for the
+    defaults alone."""
     from headseg.segmenter.options import SegmentOptions
+    from headseg.segmenter.topics import TopicParams
 
-    names = {f.name for f in fields(SegmentOptions)}
+    names = {f.name for f in fields(SegmentOptions)} | {"params." + f.name for f in fields(TopicParams)}
     axes = []
     for spec in specs:
         name, _, values = spec.partition("=")
@@ -137,10 +141,12 @@ def headseg_boundaries(seg, docs: list, opts: dict, store: Store) -> dict[str, l
     from headseg.segmenter.levels import LevelContext, get_level
     from headseg.segmenter.options import SegmentOptions
 
-    options = SegmentOptions(**opts)
+    knobs = {k.split(".", 1)[1]: v for k, v in opts.items() if k.startswith("params.")}
+    options = SegmentOptions(**{k: v for k, v in opts.items() if not k.startswith("params.")})
     level = get_level(options.level)
     request = options.request()
-    context = LevelContext(seg.params, "", MappingProxyType({n: getattr(options, n) for n in sorted(level.options)}))
+    context = LevelContext(replace(seg.params, **knobs), "",
+                           MappingProxyType({n: getattr(options, n) for n in sorted(level.options)}))
     out = {}
     for d in docs:
         doc = seg.document(d.text, options)

@@ -76,9 +76,16 @@ def tree_paths(seg: Segmentation) -> list[str]:
 _TEXT_START = re.compile(rb"(##### |----- segment 1/)")
 _JSON_START = re.compile(rb'\s*(\[\s*(\]|\{\s*"document":)|\{\s*"document":)')
 
-#: the record layouts headseg has written: today's, the one before ``overlap_chars`` (issue 49), the one
-#: before the tree's ``id``/``parent``/``depth`` (issue 36), and the one before ``headings`` (issue 34)
-_OUR_FIELDS = (RECORD_FIELDS, RECORD_FIELDS[:11], RECORD_FIELDS[:8], RECORD_FIELDS[:7])
+def _without(*names: str) -> tuple[str, ...]:
+    return tuple(f for f in RECORD_FIELDS if f not in names)
+
+
+#: the record layouts headseg has written: today's, without ``confidence`` (issue 48) or ``overlap_chars``
+#: (issue 49) or both, the one before the tree's ``id``/``parent``/``depth`` (issue 36), and the one
+#: before ``headings`` (issue 34)
+_BEFORE_48 = _without("confidence", "overlap_chars")
+_OUR_FIELDS = (RECORD_FIELDS, _without("confidence"), _without("overlap_chars"), _BEFORE_48, _BEFORE_48[:8],
+               _BEFORE_48[:7])
 
 
 def _text_output(path, head: bytes) -> bool:
@@ -179,7 +186,7 @@ class Encoder:
 
 @register_format("text", "segments between '-----' lines, '#####' per document", recognise=_text_output)
 class TextEncoder(Encoder):
-    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score and a tree leaf's place),
+    """Segments (or overlapped chunks) between ``-----`` lines (with offsets, score, confidence and a tree leaf's place),
     ``#####`` per document."""
 
     def documents(self, docs: Sequence[Segmented]) -> str:
@@ -192,8 +199,10 @@ class TextEncoder(Encoder):
             for i, s in enumerate(seg.chunks or seg.segments):
                 where = f"  node {paths[i]}" if paths else ""
                 repeated = f"  overlap {seg[i].start - s.start} chars" if seg.chunks else ""
+                sure = seg[i].confidence  # of the boundary opening it (None: the text's start, untested)
+                sure = "" if sure is None else f"  confidence {sure:.3f}"
                 parts.append(f"----- segment {i + 1}/{len(seg)}{where}  chars {s.start}-{s.end}  "
-                             f"score {s.score:.3f}{repeated} -----\n")
+                             f"score {s.score:.3f}{sure}{repeated} -----\n")
                 parts.append(s.text if s.text.endswith("\n") else s.text + "\n")
         return "".join(parts)
 

@@ -233,8 +233,10 @@ def line_start_boundaries(doc: Document, result: Segmentation, max_chars: int | 
         return result
     at = lambda o: moved.get(o, o)  # noqa: E731 - one mapping for the segments and the nodes
     nodes = [replace(n, start=at(n.start), end=at(n.end)) for n in result.nodes]
+    sure = [s.confidence for s in result.segments[1:]]  # a moved boundary keeps its score and confidence
     return Segmentation.from_boundaries(result.text, [at(p) for p in bounds], [s.score for s in result.segments[1:]],
-                                        level=result.level, meta=result.meta, nodes=nodes)
+                                        level=result.level, meta=result.meta, nodes=nodes,
+                                        confidence=None if None in sure else sure)
 
 
 class LinedSpans:

@@ -124,9 +124,11 @@ def topic_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: 
     """Topic segments from the unit vectors ``x [U, D]``: the optimal partition under the size limits
     (:func:`~headseg.segmenter.topics.document_boundaries`), with overlapped chunks when asked
     (:attr:`Segmentation.chunks`, their offsets also in ``meta["chunks"]``)."""
-    cuts, scores = document_boundaries(d, x, request, ctx.params)
+    found = document_boundaries(d, x, request, ctx.params)
+    cuts = found.cuts
     meta = {"units": len(d.units), "profile": ctx.profile_hash}
-    result = Segmentation.from_boundaries(d.text, [d.units[c][0] for c in cuts], scores, level="topic", meta=meta)
+    result = Segmentation.from_boundaries(d.text, [d.units[c][0] for c in cuts], found.scores, level="topic",
+                                          meta=meta, confidence=found.confidence)
     result = line_start_boundaries(d, result, request.max_chars, request.max_tokens)
     overlap = ctx.options.get("overlap")
     if overlap:
@@ -153,8 +155,11 @@ def tree_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: L
     segments are its leaves, ``nodes`` the whole tree."""
     levels = tree_levels(d, x, request, ctx.params, depth=ctx.options.get("depth"))
     cuts, scores, nodes = tree_nodes(levels, d.units, len(d.text))
+    inner = {n.parent for n in nodes if n.parent is not None}
+    sure = [n.confidence for n in nodes if n.id not in inner][1:]  # the leaves', past the text's start
     result = Segmentation.from_boundaries(d.text, cuts, scores, level="tree", nodes=nodes,
-                                          meta={"units": len(d.units), "profile": ctx.profile_hash})
+                                          meta={"units": len(d.units), "profile": ctx.profile_hash},
+                                          confidence=None if None in sure else sure)
     return d.finish(line_start_boundaries(d, result, request.max_chars, request.max_tokens))
 
 

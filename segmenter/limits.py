@@ -22,6 +22,7 @@ counter call per distinct span otherwise (memoised).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Callable, Sequence
 
 import numpy as np
@@ -179,6 +180,23 @@ class SizeLimits:
     def caps(self) -> tuple[float | None, ...]:
         """The upper limit of each column of ``sizes``."""
         return (self.max_chars,) if self.sizes.ndim == 1 else (self.max_chars, self.max_tokens)
+
+    def span_fits(self, a: int, b: int) -> bool:
+        """Whether items ``a..b-1`` may be one segment under the hard limits (characters, tokens, and a
+        counter's exact count); ``min_chars`` is soft and not asked.  O(1) after the first call."""
+        cs = self._prefix
+        total = cs[b] - cs[a]
+        chars, toks = (float(total), 0.0) if total.ndim == 0 else (float(total[0]), float(total[1]))
+        if self.max_chars is not None and chars > self.max_chars + 1e-9:
+            return False
+        if self.max_tokens is not None and toks > self.max_tokens + 1e-9:
+            return False
+        return self.fits is None or self.fits(a, b)
+
+    @cached_property
+    def _prefix(self) -> np.ndarray:
+        """``[n + 1]`` (or ``[n + 1, 2]``) prefix sums of ``sizes``, for :meth:`span_fits`."""
+        return np.concatenate([np.zeros((1,) + self.sizes.shape[1:]), np.cumsum(self.sizes, axis=0)])
 
     def grouped(self, first: np.ndarray) -> "SizeLimits":
         """The same limits over groups of items, group ``g`` starting at item ``first[g]``."""

@@ -31,7 +31,7 @@ from headseg.analysis.errors import HeadsegError, InputError, is_integer
 from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
 from .levels import get_level, level_help, level_names, level_options, levels_taking
-from .request import TARGET_FRACTION, SearchRequest, default_target
+from .request import KEEP_APART, TARGET_FRACTION, SearchRequest, default_target
 from .structure import STRUCTURES
 from .tokens import TokenCounter, TokenCounterSpec, resolve_token_counter
 from .topics import TopicParams
@@ -101,6 +101,14 @@ class SegmentOptions:
         "--penalty", "weight of the local correlation length in the cost of a new segment (default 0.35; "
                      "higher = fewer segments; docs/segmenter.md)", type=float, bounds=(0, MAX_PENALTY),
         effective=TopicParams.penalty))
+    #: the confidence a topic boundary needs to be kept, in [0, 1] (the calibrated probability that it is a
+    #: topic boundary: docs/segmenter.md, "Boundaries as evidence"); the weakest go first, and a boundary
+    #: the hard limits need stays.  None or 0: the boundaries the evidence supports (1: none but those
+    #: the limits need)
+    min_confidence: float | None = field(default=None, metadata=_option(
+        "--min-confidence", "keep only topic boundaries whose confidence (0-1, in each record) is at least X "
+                            "(1: none but those the size limits need); docs/segmenter.md",
+        type=float, metavar="X", bounds=(0, 1), effective=TopicParams.min_confidence))
     #: soft size target in the same tokens as ``max_tokens``: the search pays for a segment's
     #: distance from it, so segments come out about this size, cut where topics turn
     #: (None: ``TARGET_FRACTION`` of ``max_tokens`` when that is given, else no target)
@@ -184,9 +192,19 @@ class SegmentOptions:
 
     def request(self) -> SearchRequest:
         """What the search is asked for (:class:`~headseg.segmenter.request.SearchRequest`): the limits,
-        the effective size target, the number of segments and the penalty."""
+        the effective size target, the number of segments, the penalty and the confidence a boundary needs."""
         return SearchRequest(max_chars=self.max_chars, min_chars=self.min_chars, max_tokens=self.max_tokens,
-                             target_tokens=self.size_target, segments=self.segments, penalty=self.penalty)
+                             target_tokens=self.size_target, segments=self.segments, penalty=self.penalty,
+                             min_confidence=self.min_confidence, keep_apart=self.keep_apart)
+
+    @property
+    def keep_apart(self) -> float | None:
+        """Under the size target ``max_tokens`` implies (no explicit ``target_tokens``), the evidence that
+        keeps a topic boundary whatever the target (:data:`KEEP_APART`); None where there is no such
+        target (an explicit target decides alone)."""
+        if self.max_tokens is None or self.target_tokens is not None:
+            return None
+        return KEEP_APART
 
     def settings(self) -> dict[str, Any]:
         """The command-line options as plain values (a resumed run must match them)."""

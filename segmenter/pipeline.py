@@ -268,7 +268,8 @@ class Pipeline:
         ``x [U, D]``: the unit vectors of ``doc``'s units; the search's preparation and the
         search are :func:`~headseg.segmenter.topics.document_boundaries`'.
         """
-        return document_boundaries(doc, x, SegmentOptions.of(options).request(), self.params)
+        found = document_boundaries(doc, x, SegmentOptions.of(options).request(), self.params)
+        return found.cuts, found.scores
 
     def iter_segment(self, items: Iterable[Any], options: SegmentOptions | Mapping[str, Any] | None = None, *,
                      text_field: str = "text", id_field: str = "id",

@@ -22,6 +22,11 @@ from headseg.analysis.errors import HeadsegError
 TARGET_FRACTION = 0.6
 
 
+#: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose evidence reaches
+#: this many standard deviations stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
+KEEP_APART = 3.0
+
+
 def default_target(max_tokens: float | None) -> float | None:
     """The size target of ``max_tokens`` alone: :data:`TARGET_FRACTION` of it (None without a limit)."""
     return None if max_tokens is None else TARGET_FRACTION * max_tokens
@@ -36,7 +41,9 @@ class SearchRequest:
     :attr:`SegmentOptions.size_target <headseg.segmenter.options.SegmentOptions.size_target>`);
     ``segments``: exactly that many segments instead of the penalised optimum; ``penalty``:
     overrides :attr:`TopicParams.penalty <headseg.segmenter.topics.TopicParams.penalty>`;
-    ``scale``: every segment pays ``scale · β`` (a segment tree's coarser levels).
+    ``scale``: every segment pays ``scale · β`` (a segment tree's coarser levels);
+    ``min_confidence``: the confidence a boundary needs to be kept; ``keep_apart``: under a size
+    target, the evidence that keeps a boundary of the untargeted search.
     Raises :class:`HeadsegError` on a value of the wrong kind (the options validated the user's).
     """
 
@@ -47,6 +54,13 @@ class SearchRequest:
     segments: int | None = None
     penalty: float | None = None
     scale: float = 1.0
+    #: the confidence a boundary needs to be kept (None: the topic search's own,
+    #: :attr:`TopicParams.min_confidence <headseg.segmenter.topics.TopicParams.min_confidence>`)
+    min_confidence: float | None = None
+    #: under a size target: the boundaries of the same search without the target whose evidence reaches
+    #: this (and whose confidence reaches ``min_confidence``) stay, whatever the target (None: the target
+    #: alone decides, as with an explicit one)
+    keep_apart: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_chars", "min_chars", "max_tokens", "segments"):
@@ -58,9 +72,15 @@ class SearchRequest:
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
                                   or v < 0):
                 raise HeadsegError(f"a search request's {name} must be a finite number from 0 (got {v!r})")
+        c = self.min_confidence
+        if c is not None and (isinstance(c, bool) or not isinstance(c, numbers.Real) or not 0 <= c <= 1):
+            raise HeadsegError(f"a search request's min_confidence must be a number from 0 to 1 (got {c!r})")
+        k = self.keep_apart
+        if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k)):
+            raise HeadsegError(f"a search request's keep_apart must be a finite number (got {k!r})")
         s = self.scale
         if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0 < s < math.inf:
             raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
 
 
-__all__ = ("SearchRequest", "TARGET_FRACTION", "default_target")
+__all__ = ("KEEP_APART", "SearchRequest", "TARGET_FRACTION", "default_target")

@@ -23,7 +23,8 @@ Design measurements and sweeps: docs/segmenter.md.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from headseg.analysis.errors import HeadsegError
 from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
 from .document import Document
+from .evidence import EvidenceParams, confidences, gate, sure_of
 from .limits import SizeLimits, repair_cuts
 from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average, spread  # noqa: F401 (read here)
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
@@ -113,6 +115,13 @@ class TopicParams:
     paragraph_surcharge: float = 0.5
     #: ``β`` (and the priors and surcharges, fractions of it) times this: a tree's coarser levels (tree.py)
     scale: float = 1.0
+    #: a boundary is kept only when its evidence (:mod:`~headseg.segmenter.evidence`: its saving over the best
+    #: cut of its units shuffled, in standard deviations) reaches this, and its calibrated confidence
+    #: ``min_confidence``: priors decide *where*, evidence *whether* (-inf, 0: every boundary found)
+    min_evidence: float = 0.75
+    min_confidence: float = 0.0
+    #: the test behind each boundary's confidence (:class:`~headseg.segmenter.evidence.EvidenceParams`)
+    evidence: EvidenceParams = field(default_factory=EvidenceParams)
 
     def __post_init__(self) -> None:
         w = self.acf_smoothing
@@ -124,6 +133,23 @@ class TopicParams:
                 raise HeadsegError(f"{name} must be a number from 0{' below 1' if top == 1 else ''} (got {v!r})")
         if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale < math.inf:
             raise HeadsegError(f"scale must be a positive number (got {self.scale!r})")
+        c = self.min_confidence
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
+            raise HeadsegError(f"min_confidence must be a number from 0 to 1 (got {c!r})")
+        e = self.min_evidence
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or math.isnan(e) or e == math.inf:
+            raise HeadsegError(f"min_evidence must be a number below infinity (got {e!r})")
+        if not isinstance(self.evidence, EvidenceParams):
+            raise HeadsegError(f"evidence must be an EvidenceParams (got {type(self.evidence).__name__})")
+
+
+class Boundaries(NamedTuple):
+    """The units that open segments 2..m (``cuts``), each boundary's strength (``scores``: the scatter it
+    saves per unit of its two segments) and ``confidence`` (:mod:`~headseg.segmenter.evidence`, in [0, 1])."""
+
+    cuts: list[int]
+    scores: list[float]
+    confidence: list[float]
 
 
 def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
@@ -246,7 +272,18 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
                      penalty: float | None = None, tokens=None, same_line=None, headings=None,
                      limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
                      allowed=None, memo: StatisticsMemo | None = None) -> tuple[list[int], list[float]]:
-    """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, and their strengths.
+    """:func:`topic_search`'s boundaries and strengths (the same arguments), without the confidences."""
+    found = topic_search(x, params, segments, penalty, tokens, same_line, headings, limits, cut_prior, allowed, memo)
+    return found.cuts, found.scores
+
+
+def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,
+                 penalty: float | None = None, tokens=None, same_line=None, headings=None,
+                 limits: SizeLimits | None = None, cut_prior: CutPrior | None = None,
+                 allowed=None, memo: StatisticsMemo | None = None,
+                 min_confidence: float | None = None) -> Boundaries:
+    """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, their strengths
+    and their confidences (:class:`Boundaries`).
 
     ``tokens [U]``: the units' token counts, for the unit weights, the
     short-segment surcharge and the line groups (None: equal weights, no
@@ -261,11 +298,15 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
     open and what opening one saves), None for none.  ``allowed``: the only units after the first where
     a segment may open (a segment tree's finer level; None: any).  ``memo``: the local statistics of
     an earlier search over the same vectors (:class:`~headseg.segmenter.penalty.StatisticsMemo`).
+    The boundaries of the penalised search whose evidence is below ``params.min_evidence`` or whose
+    confidence is below ``min_confidence`` (None: ``params.min_confidence``) are removed, the weakest
+    first, unless the merged segment would break the hard limits (:func:`~headseg.segmenter.evidence.gate`); with exactly ``segments``, or under a size
+    target (``limits.target_tokens``: the target decides where evidence is weak), none is removed.
     """
     params = params or TopicParams()
     n = len(x)
     if n < 2:
-        return [], []
+        return Boundaries([], [], [])
     if cut_prior is not None and len(cut_prior) != n:
         raise HeadsegError(f"the cut prior has {len(cut_prior)} units, the vectors {n}")
     if allowed is not None:
@@ -306,13 +347,19 @@ def topic_boundaries(x: np.ndarray, params: TopicParams | None = None, segments:
                            prior=None if limits is None else limits.length_prior, cut_prior=cut_prior, memo=memo)
     if limits is not None and limits.fits is not None:
         cuts = repair_cuts(cost, cuts, limits.fits)
+    if segments is None and (limits is None or limits.target_tokens is None):
+        floor = params.min_confidence if min_confidence is None else min_confidence
+        cuts, sure = gate(x, weights, cuts, params.min_evidence, floor, params.evidence,
+                          None if limits is None else limits.span_fits)
+    else:
+        sure = confidences(x, weights, cuts, params.evidence)
     scores = boundary_strength(cost, cuts)
-    return (cuts if first is None else [int(first[c]) for c in cuts]), scores
+    return Boundaries(cuts if first is None else [int(first[c]) for c in cuts], scores, sure)
 
 
 def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
                         headings_up_to: int | None = None, allowed=None,
-                        memo: StatisticsMemo | None = None) -> tuple[list[int], list[float]]:
+                        memo: StatisticsMemo | None = None) -> Boundaries:
     """Topic boundaries of one document: the search's preparation from its features, then :func:`topic_boundaries`.
 
     ``x [U, D]``: the unit vectors of ``doc``'s units.  From the document come the
@@ -327,8 +374,9 @@ def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, pa
     every heading; a segment tree's coarser levels drop the deeper ones), enters as a
     cut prior too (:func:`~headseg.segmenter.blocks.structure_prior`: no cut inside a
     block that fits the limits, a bonus before a heading); its headings replace the
-    heuristic ones; ``allowed`` and ``memo``: as :func:`topic_boundaries`'.
-    Returns the unit indices that open segments 2..m and their strengths.
+    heuristic ones; ``allowed`` and ``memo``: as :func:`topic_search`'; the confidence a boundary needs
+    is ``request.min_confidence`` (None: ``params.min_confidence``).
+    Returns the unit indices that open segments 2..m, their strengths and confidences (:class:`Boundaries`).
     """
     params = params or TopicParams()
     structure = doc.structure
@@ -361,8 +409,25 @@ def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, pa
         # a size target the chunks keep the groups their discounts were chosen with, docs/segmenter.md)
         same_line = np.zeros(len(units), dtype=bool)
     limits = SizeLimits.of(doc, request.max_chars, request.min_chars, request.max_tokens, target)
-    return topic_boundaries(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
-                            headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo)
+    found = topic_search(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
+                         headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo,
+                         min_confidence=request.min_confidence)
+    if target is not None and request.segments is None and request.keep_apart is not None:
+        # a size target never glues two subjects: a boundary the search without it is sure of stays
+        free = document_boundaries(doc, x, replace(request, target_tokens=None, keep_apart=None), params,
+                                   headings_up_to, allowed, memo)
+        cuts = sorted(set(found.cuts) | set(sure_of(x, unit_weights(tokens, params), free.cuts, free.confidence,
+                                                    request.keep_apart, request.min_confidence or 0.0, params.evidence)))
+        found = split_at(x, tokens, cuts, params) if cuts != found.cuts else found
+    return found
+
+
+def split_at(x: np.ndarray, tokens, cuts: list[int], params: TopicParams) -> Boundaries:
+    """``cuts`` of unit vectors ``x [U, D]`` (``tokens [U]``), their strengths and confidences measured anew."""
+    v = prepare_vectors(np.asarray(x, dtype=np.float64), params)
+    w = unit_weights(tokens, params)
+    return Boundaries(cuts, boundary_strength(SegmentCost(v, weights=w), cuts),
+                      confidences(x, w, cuts, params.evidence))
 
 
 def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int | None = None,

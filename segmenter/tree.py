@@ -56,7 +56,14 @@ from .topics import TopicParams, document_boundaries
 
 #: the penalty scale between one level of the tree and the next finer one
 TREE_SCALE = 3.0
-#: without ``depth``, a level is added above the coarsest while it has more segments than this
+#: without size limits the levels are the evidence's (issue 48): the penalty scale between one level
+#: and the next finer one, and the evidence a boundary needs at level ``k`` above the leaves,
+#: ``TREE_EVIDENCE ** k`` times the leaves' own (at least 1 standard deviation); measured on the
+#: two-level dev references (docs/segmenter.md, "Segment trees")
+TREE_FREE_SCALE = 1.5
+TREE_EVIDENCE = 4.0
+#: without ``depth``, a level is added above the coarsest while it has more segments than this (with
+#: size limits; without, while it has more than one)
 TREE_FANOUT = 3
 #: the most levels below the document the automatic depth builds
 TREE_MAX_DEPTH = 4
@@ -72,6 +79,8 @@ class TreeLevel:
 
     cuts: tuple[int, ...]
     scores: tuple[float, ...]
+    #: each boundary's confidence at this level (:mod:`~headseg.segmenter.evidence`; empty: untested)
+    confidence: tuple[float, ...] = ()
 
 
 def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: TopicParams | None = None,
@@ -93,6 +102,8 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
     if len(units) < 2:
         return [TreeLevel((), ())]
     leaves = replace(request, segments=None)
+    # with size limits the levels grow by size, as LlamaIndex's; without, by the evidence their boundaries need
+    limited = request.max_chars is not None or request.max_tokens is not None or request.target_tokens is not None
 
     def level_request(k: int) -> SearchRequest:
         """The leaves' request; above them, the size limits ``TREE_SCALE ** k`` times the leaves' (a size
@@ -100,7 +111,7 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
         the penalty scale ``TREE_SCALE ** k``."""
         if not k:
             return leaves
-        grow = TREE_SCALE ** k
+        grow = TREE_SCALE ** k if limited else TREE_FREE_SCALE ** k
         cap = None if request.max_tokens is None else int(request.max_tokens * grow)
         return replace(leaves, min_chars=None, scale=request.scale * grow,
                        max_chars=None if request.max_chars is None else int(request.max_chars * grow),
@@ -124,19 +135,23 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
         return present[max(top, len(present) - 1 - k)]
 
     def search(k: int, finer: Sequence[int] | None) -> TreeLevel:
-        scale = TREE_SCALE ** k
+        scale = TREE_SCALE ** k if limited else TREE_FREE_SCALE ** k
         # a segment of the finer level is never longer than the coarse search may consider
         longest = int(np.diff([0, *finer, len(units)]).max()) if finer is not None else 0
         p = replace(params, max_units=min(len(units), max(longest, int(round(params.max_units * scale)))))
-        cuts, scores = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
-                                           allowed=finer, memo=memo)
-        return TreeLevel(tuple(int(c) for c in cuts), tuple(float(sc) for sc in scores))
+        if k and not limited:
+            p = replace(p, min_evidence=max(params.min_evidence, 1.0) * TREE_EVIDENCE ** k)
+        found = document_boundaries(doc, x, level_request(k), p, headings_up_to=level_headings(k),
+                                    allowed=finer, memo=memo)
+        return TreeLevel(tuple(int(c) for c in found.cuts), tuple(float(sc) for sc in found.scores),
+                         tuple(float(c) for c in found.confidence))
 
     memo = StatisticsMemo()  # the levels search the same vectors: their local statistics, measured once
     most = depth if depth is not None else TREE_MAX_DEPTH
     out = [search(0, None)]
     k = 1
-    while len(out) < most and out[0].cuts and (depth is not None or len(out[0].cuts) + 1 > TREE_FANOUT):
+    fanout = TREE_FANOUT if limited else 1
+    while len(out) < most and out[0].cuts and (depth is not None or len(out[0].cuts) + 1 > fanout):
         if k > TREE_MAX_SEARCHES:
             break
         level = search(k, out[0].cuts)
@@ -152,7 +167,9 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
                length: int) -> tuple[list[int], list[float], list[Node]]:
     """The segment tree of ``levels`` (:func:`tree_levels`' list) over ``units`` (character spans tiling
     a text of ``length`` characters): the character offsets opening leaves 2..n, their scores, and
-    the nodes in pre-order (:class:`~headseg.analysis.segments.Node`, no token counts or headings yet).
+    the nodes in pre-order (:class:`~headseg.analysis.segments.Node`, no token counts or headings yet;
+    each node's confidence that of the boundary opening it at the level it was made from, None at the
+    start of the text and where the level was not tested).
 
     A node's children are the segments of the first finer level that cuts inside it; a node no finer
     level cuts is a leaf, so the leaves are the finest level's segments and no node has one child.
@@ -162,6 +179,7 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
     offset = [a for a, _ in units] + [length]
     bounds = [[0, *lv.cuts, len(units)] for lv in levels]
     strength = [dict(zip(lv.cuts, lv.scores)) for lv in levels]
+    sure = [dict(zip(lv.cuts, lv.confidence)) for lv in levels]
     nodes: list[Node] = []
     leaves: list[tuple[int, float]] = []
 
@@ -175,11 +193,13 @@ def tree_nodes(levels: Sequence[TreeLevel], units: Sequence[tuple[int, int]],
             return
         edges = [c for c in bounds[level] if a <= c <= b]
         for lo, hi in zip(edges, edges[1:]):
-            nodes.append(Node(len(nodes), parent, depth, offset[lo], offset[hi], strength[level].get(lo, 0.0)))
+            nodes.append(Node(len(nodes), parent, depth, offset[lo], offset[hi], strength[level].get(lo, 0.0),
+                              confidence=sure[level].get(lo)))
             grow(lo, hi, level + 1, nodes[-1].id, depth + 1)
 
     grow(0, len(units), 0, None, 1)
     return [o for o, _ in leaves[1:]], [sc for _, sc in leaves[1:]], nodes
 
 
-__all__ = ("TREE_FANOUT", "TREE_MAX_DEPTH", "TREE_SCALE", "TreeLevel", "tree_levels", "tree_nodes")
+__all__ = ("TREE_EVIDENCE", "TREE_FANOUT", "TREE_FREE_SCALE", "TREE_MAX_DEPTH", "TREE_SCALE", "TreeLevel",
+           "tree_levels", "tree_nodes")

@@ -25,3 +25,16 @@ PARAGRAPHS = [
     "A comet was discovered in the morning sky. Its tail pointed away from the Sun. Astronomers measured its "
     "orbit over several nights. It will return to the inner solar system in two hundred years.",
 ]
+
+#: three clearly unrelated paragraphs (a council meeting, a flood, a phone launch): the confidence tests'
+UNRELATED_TEXT = (
+    "The committee met on Monday. It approved the budget after a long debate. The chair thanked the members. "
+    "Next year's spending will rise by two percent. Several members asked about the new schools. "
+    "The treasurer answered every question.\n\n"
+    "Rain fell all night and the river rose quickly. Farmers moved their cattle to higher ground. "
+    "The bridge was closed by the morning. Boats were tied up in the harbour. Water covered the lower fields. "
+    "The storm moved east by noon.\n\n"
+    "The new phone has a larger screen and a faster chip. Its battery lasts two days. Reviewers praised the "
+    "camera. The price is lower than last year's model. Shops expect long queues. "
+    "The company sold a million units in a week.\n"
+)

@@ -176,6 +176,7 @@ def tree_chunks(result: Segmentation) -> list[TreeChunk] | None:
     records (:meth:`Segmentation.to_records`), so a chunk's metadata is what the outputs write."""
     if not result.nodes:
         return None
-    return [TreeChunk(Segment(r["start"], r["end"], r["text"], r["score"], r["token_count"], tuple(r["headings"])),
+    return [TreeChunk(Segment(r["start"], r["end"], r["text"], r["score"], r["token_count"], tuple(r["headings"]),
+                              r["confidence"]),
                       r["id"], r["parent"], r["depth"], r["index"] is not None)
             for r in result.to_records()]

@@ -106,6 +106,8 @@ class HeadsegDocumentSplitter:
                     meta["overlap_chars"] = repeated[i]
                 if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
                     meta["headings"] = list(s.headings)
+                if s.confidence is not None:  # how sure headseg is of the boundary opening it (0-1)
+                    meta["confidence"] = s.confidence
                 out.append(Document(content=s.text, meta=meta))
         return {"documents": out}
 
@@ -150,6 +152,8 @@ def _tree_documents(doc: Document, tree: list[TreeChunk]) -> list[Document]:
                     __parent_id=parent.id, __children_ids=[], __level=t.depth, __block_size=s.token_count or 0)
         if s.headings:
             meta["headings"] = list(s.headings)
+        if s.confidence is not None:
+            meta["confidence"] = s.confidence
         made[t.id] = Document(content=s.text, meta=meta)
         # the id hashes the meta when the Document is made: children's ids are added after
         parent.meta["__children_ids"].append(made[t.id].id)

@@ -111,6 +111,8 @@ class HeadsegTextSplitter(TextSplitter):
                     meta["overlap_chars"] = repeated[j]
                 if s.headings:  # the heading path above the chunk (Markdown; plain text has none)
                     meta["headings"] = list(s.headings)
+                if s.confidence is not None:  # how sure headseg is of the boundary opening it (0-1)
+                    meta["confidence"] = s.confidence
                 if self._add_start_index:
                     meta["start_index"] = s.start
                     meta["end_index"] = s.end

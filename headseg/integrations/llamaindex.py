@@ -157,6 +157,10 @@ class HeadsegNodeParser(_OptionFields):
                 child.end_char_idx = s.end
                 if s.headings:  # the heading path above it (Markdown; plain text has none)
                     child.metadata["headings"] = list(s.headings)
+                if s.confidence is not None:  # how sure headseg is of the boundary opening it (a number: not embedded)
+                    child.metadata["confidence"] = s.confidence
+                    for keys in (child.excluded_embed_metadata_keys, child.excluded_llm_metadata_keys):
+                        keys.append("confidence")
                 if k is not None:  # overlap=N: what the chunk repeats of the one before (a number: not embedded)
                     child.metadata["overlap_chars"] = k
                     for keys in (child.excluded_embed_metadata_keys, child.excluded_llm_metadata_keys):

@@ -74,7 +74,8 @@ def test_json_written_and_read_back_is_the_segmentations(single):
         assert Segmentation.from_dict(record) == _rounded(seg)
 
 
-_HEADER = re.compile(r"----- segment (\d+)/(\d+)(?:  node ([\d.]+))?  chars (\d+)-(\d+)  score (-?[\d.]+) -----\n")
+_HEADER = re.compile(r"----- segment (\d+)/(\d+)(?:  node ([\d.]+))?  chars (\d+)-(\d+)  score (-?[\d.]+)"
+                     r"(?:  confidence [\d.]+)? -----\n")
 
 
 def _read_text(out: str) -> dict[str, list[tuple]]:
@@ -171,7 +172,9 @@ def test_the_cli_the_service_and_the_ray_actor_build_the_same_records(model_dir,
 
     src = tmp_path / "doc.txt"
     src.write_text(TEXT, encoding="utf-8")
-    common = ["--model", str(model_dir), "--backend", "torch", "--device", "cpu", "--quiet", "--level", level]
+    # a size limit cuts the text whatever the tiny model's evidence (issue 48), so the records are several
+    common = ["--model", str(model_dir), "--backend", "torch", "--device", "cpu", "--quiet", "--level", level,
+              "--max-chars", "120"]
     assert main(["segment", str(src), "--format", "json", "--out", str(tmp_path / "o.json"), *common]) == 0
     assert main(["segment", str(src), "--format", "jsonl", "--out", str(tmp_path / "o.jsonl"), *common]) == 0
     cli_record = json.loads((tmp_path / "o.json").read_text(encoding="utf-8"))
@@ -181,18 +184,19 @@ def test_the_cli_the_service_and_the_ray_actor_build_the_same_records(model_dir,
     host = Host(ServeConfig(segmenter=config, max_queue=8, doc_threads=1)).start()
     try:
         with TestClient(create_app(host=host)) as client:
-            one = client.post("/v1/segment", json={"text": TEXT, "level": level})
-            many = client.post("/v1/segment", json={"documents": [{"id": str(src), "text": TEXT}], "level": level})
+            one = client.post("/v1/segment", json={"text": TEXT, "level": level, "max_chars": 120})
+            many = client.post("/v1/segment", json={"documents": [{"id": str(src), "text": TEXT}], "level": level,
+                                                    "max_chars": 120})
     finally:
         host.close()
     assert one.status_code == 200 and many.status_code == 200, (one.text, many.text)
     assert one.json() == {**cli_record, "document": None}
     assert [json.loads(line) for line in many.text.splitlines()] == [cli_record]
 
-    actor = SegmentActor(config, SegmentOptions(level=level), "text", "id")
+    actor = SegmentActor(config, SegmentOptions(level=level, max_chars=120), "text", "id")
     cols = actor({"document": [str(src)], "text": [TEXT], "error": [None]})
     ray_rows = [{k: cols[k][i] for k in RECORD_FIELDS} for i in range(len(cols["document"]))]
     assert cols["error"] == [None] * len(ray_rows)
     assert ray_rows == cli_rows
     assert Segmentation.from_records(cli_rows, level=level) == Segmentation.from_dict(cli_record)
-    assert len(cli_rows) > 1 or level == "topic"
+    assert len(cli_rows) > 1

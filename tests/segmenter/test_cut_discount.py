@@ -119,15 +119,15 @@ def seg(tiny_bert):
 
 
 def _spy_priors(monkeypatch) -> list:
-    """The ``cut_prior`` of every :func:`topics.topic_boundaries` call the segmenter makes."""
+    """The ``cut_prior`` of every :func:`topics.topic_search` call the segmenter makes."""
     seen = []
-    real = topics.topic_boundaries
+    real = topics.topic_search
 
     def spy(*args, **kwargs):
         seen.append(kwargs.get("cut_prior"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(topics, "topic_boundaries", spy)
+    monkeypatch.setattr(topics, "topic_search", spy)
     return seen
 
 

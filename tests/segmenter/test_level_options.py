@@ -9,7 +9,7 @@ from headseg.analysis.segments import Segmentation
 from headseg.api import Segmenter
 from headseg.segmenter import levels
 from headseg.segmenter.options import MAX_COUNT, SegmentOptions, option_schema
-from headseg.segmenter.request import TARGET_FRACTION, SearchRequest
+from headseg.segmenter.request import KEEP_APART, SearchRequest, TARGET_FRACTION
 
 TEXT = "One is here. Two is here. Three is here. Four is here. Five is here. Six."
 
@@ -50,8 +50,12 @@ def test_a_declared_option_is_taken_and_reaches_the_strategy_alone(pairs, tiny_b
 
 def test_the_request_is_what_the_search_needs_of_the_options():
     opts = SegmentOptions(max_tokens=100, min_chars=5, max_chars=900, penalty=0.5, segments=3)
+    # max_tokens' own size target keeps the confident boundaries apart (issue 48)
     assert opts.request() == SearchRequest(max_chars=900, min_chars=5, max_tokens=100,
-                                           target_tokens=TARGET_FRACTION * 100, segments=3, penalty=0.5)
+                                           target_tokens=TARGET_FRACTION * 100, segments=3, penalty=0.5,
+                                           keep_apart=KEEP_APART)
+    assert SegmentOptions(max_tokens=100, min_confidence=0.8).request().keep_apart == KEEP_APART
+    assert SegmentOptions(max_tokens=100, target_tokens=50).request().keep_apart is None
     assert SegmentOptions(target_tokens=30).request().target_tokens == 30
     for bad in ({"max_chars": 0}, {"segments": True}, {"penalty": float("nan")}, {"scale": 0},
                 {"target_tokens": -1.0}):

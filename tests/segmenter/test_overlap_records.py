@@ -105,7 +105,8 @@ def test_the_library_gives_chunks_with_their_token_counts(seg):
 
 def test_an_overlapped_chunk_of_code_begins_at_a_line_start(seg):
     code = "Intro.\n\n```\n" + "".join(f"    value_{i} = compute_something({i}, {i + 1})\n" for i in range(12)) + "```\n"
-    r = seg.segment(code, overlap=2, max_tokens=40, structure="markdown")
+    # an explicit size target (small chunks, room for the overlap under the limit)
+    r = seg.segment(code, overlap=2, max_tokens=40, target_tokens=20, structure="markdown")
     inner = [c for c, s in zip(r.chunks, r) if c.start < s.start]
     assert inner
     for c in r.chunks + r.segments:

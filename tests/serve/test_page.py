@@ -86,11 +86,14 @@ def test_viewer_page_shows_segments_scores_and_plot(live_url, host, tmp_path):
     assert len(shown) == len(expected["segments"]) == 3
     for box, seg in zip(shown, expected["segments"]):
         assert seg["text"].strip()[:40] in box
-    for box, seg in zip(shown[1:], expected["segments"][1:]):
-        assert f"score {seg['score']:.3f}" in box
-    # one bar per boundary, its height the boundary's score on an axis ending at the strongest one rounded
+    # each boundary's strength: its confidence where the record carries one (issue 48), else its score
+    strengths = [("score", s["score"]) if s.get("confidence") is None else ("confidence", s["confidence"])
+                 for s in expected["segments"][1:]]
+    for box, (name, value) in zip(shown[1:], strengths):
+        assert f"{name} {value:.3f}" in box
+    # one bar per boundary, its height the boundary's strength on an axis ending at the strongest one rounded
     # up to a tenth (plot height 118 px = 132 - 14)
-    scores = [s["score"] for s in expected["segments"][1:]]
+    scores = [value for _, value in strengths]
     ymax = max(0.1, math.ceil(max(scores) * 10) / 10)
     assert heights == pytest.approx([max(0.0, s) / ymax * 118 for s in scores], abs=1e-3)
     assert os.path.getsize(path) > 10_000
@@ -285,7 +288,7 @@ def test_viewer_page_opens_with_the_sample_and_its_own_icon(live_url):
 
 def test_viewer_page_shows_confidence_where_records_carry_it(live_url, host, tmp_path):
     """Issue 49 item 19: a record's ``confidence`` (when its segments carry one) is what the boxes, the
-    bars and the legend show; without it, the score (test above)."""
+    bars and the legend show, whatever the record's scores; without it, the score."""
     import asyncio
 
     record = asyncio.run(host.runner.segment(TOPICS, {})).to_dict()

@@ -1,0 +1,194 @@
+"""Are the boundaries' confidences calibrated?  The reliability table and diagram on the dev families.
+
+For a sample of every dev family (``SAMPLE``: each named set, the first N documents where N is
+given), headseg's own topic boundaries (``document_boundaries`` with the default knobs, the call
+``Segmenter.segment`` makes) and each one's ``confidence``; a boundary counts as right when a
+reference boundary lies within one reference unit of it.  The table bins the boundaries by
+confidence (ten bins of 0.1): per bin, the boundaries, their mean confidence and the share that are
+right.  Calibrated means the share is the bin's confidence: issue 48 asks for every bin with at
+least 30 boundaries to be within ±0.1.
+
+``--fit`` also fits the calibration itself (:class:`~headseg.segmenter.evidence.EvidenceParams`'
+``bias``, ``z_weight``, ``length_weight``: a logistic regression of "right" on the evidence ``z`` and
+``ln n`` of the same final boundaries, then its ``knots``: isotonic regression of "right" on that score)
+and prints them to put there; ``--png`` draws the diagram.  Unit vectors are computed once into ``--cache`` (git-ignored).
+
+    python -m benchmarks.calibration --png docs/calibration.png
+    python -m benchmarks.calibration --fit
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import REPO, dataset_path, load_average, markdown_table, offline_settings
+
+#: the dev families and how many documents of each (None: all); long sets are sampled for time
+SAMPLE = (("short_one_dev", None), ("short_unrelated_dev", None), ("short_adjacent_dev", None),
+          ("short_dev", None), ("short_sections_dev", None), ("wiki50_dev", None), ("clinical_dev", None),
+          ("choi/1/3-11", 20), ("choi/2/3-11", 20), ("choi/3/3-11", 30), ("dialseg711", 100),
+          ("lectures_ai", 8), ("lectures_physics", 8), ("meetings_ami_dev", 10), ("meetings_qmsum_dev", 10),
+          ("manifestos", None))
+
+
+def cached(seg, name: str, limit: int | None, folder: Path) -> list[dict]:
+    """The documents of ``name`` with their unit vectors (computed once into ``folder``)."""
+    from headseg.segmenter.evaluation.loaders import iter_documents
+    from headseg.segmenter.options import SegmentOptions
+
+    path = folder / (name.replace("/", "_") + ".pkl")
+    if path.is_file():
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    docs = []
+    for d in iter_documents(dataset_path(name), limit=limit):
+        doc = seg.document(d.text, SegmentOptions())
+        x = seg.unit_vectors(doc.tokens, doc.units) if len(doc.units) > 1 else np.zeros((len(doc.units), 1))
+        docs.append({"id": d.id, "text": d.text, "x": x.astype(np.float32), "starts": d.starts,
+                     "bounds": d.boundaries, "n": d.n})
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        pickle.dump(docs, fh)
+    tmp.replace(path)
+    return docs
+
+
+def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
+    """``(confidence, z, n, right)`` of every boundary headseg keeps in ``docs``."""
+    from headseg.segmenter.evaluation.loaders import snap_offsets
+    from headseg.segmenter.evidence import boundary_z, project
+    from headseg.segmenter.options import SegmentOptions
+    from headseg.segmenter.topics import document_boundaries, unit_weights
+
+    out = []
+    for d in docs:
+        doc = seg.document(d["text"], SegmentOptions())
+        x = d["x"].astype(np.float64)
+        if len(doc.units) < 2 or len(x) != len(doc.units):
+            continue
+        found = document_boundaries(doc, x, SegmentOptions().request(), seg.params)
+        if not found.cuts:
+            continue
+        ev = seg.params.evidence
+        y, w = project(x, ev), unit_weights(doc.unit_tokens, seg.params)
+        edges = [0, *found.cuts, len(x)]
+        hyp = snap_offsets([doc.units[c][0] for c in found.cuts], d["starts"], len(d["text"]))
+        for i, (sure, h) in enumerate(zip(found.confidence, hyp), start=1):
+            z, n = boundary_z(y, w, edges[i - 1], edges[i], edges[i + 1], ev)
+            out.append((sure, z, n, int(any(abs(h - b) <= 1 for b in d["bounds"]))))
+    return out
+
+
+def reliability(rows: np.ndarray, bins: int = 10) -> list[tuple[str, int, float, float]]:
+    """Per confidence bin: its label, the boundaries in it, their mean confidence, the share right."""
+    out = []
+    for i in range(bins):
+        lo, hi = i / bins, (i + 1) / bins
+        m = (rows[:, 0] >= lo) & ((rows[:, 0] < hi) if i < bins - 1 else (rows[:, 0] <= hi))
+        if m.any():
+            out.append((f"{lo:.1f}–{hi:.1f}", int(m.sum()), float(rows[m, 0].mean()), float(rows[m, 3].mean())))
+    return out
+
+
+def fit(rows: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
+    """Logistic regression of "right" on ``(1, z, ln n)`` by Newton's method: ``[bias, z_weight, length_weight]``."""
+    a = np.column_stack([np.ones(len(rows)), rows[:, 1], np.log(np.maximum(rows[:, 2], 2))])
+    y, w = rows[:, 3], np.zeros(3)
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-a @ w))
+        grad = a.T @ (p - y) + l2 * w
+        hess = (a * (p * (1 - p))[:, None]).T @ a + l2 * np.eye(3)
+        w -= np.linalg.solve(hess, grad)
+    return w
+
+
+def knots(rows: np.ndarray, weights: np.ndarray, least: int = 80) -> list[tuple[float, float]]:
+    """Isotonic regression (pool-adjacent-violators) of "right" on the score the fitted ``weights`` give,
+    pooled into steps of at least ``least`` boundaries: ``(mean score, share right)`` knots, with 0 and 1
+    added at the ends (the first step's half below, the last step's value above)."""
+    from headseg.segmenter.evidence import EvidenceParams, score
+
+    p = EvidenceParams(bias=float(weights[0]), z_weight=float(weights[1]), length_weight=float(weights[2]))
+    raw = np.asarray(score(rows[:, 1], rows[:, 2], p))
+    order = np.argsort(raw, kind="stable")
+    steps: list[list[float]] = []  # [sum right, count, sum score]
+    for r, y in zip(raw[order], rows[order, 3]):
+        steps.append([y, 1, r])
+        while len(steps) > 1 and steps[-2][0] / steps[-2][1] > steps[-1][0] / steps[-1][1]:
+            s, c, t = steps.pop()
+            steps[-1][0] += s
+            steps[-1][1] += c
+            steps[-1][2] += t
+    out, acc = [], [0.0, 0, 0.0]
+    for s, c, t in steps:
+        acc = [acc[0] + s, acc[1] + c, acc[2] + t]
+        if acc[1] >= least:
+            out.append((acc[2] / acc[1], acc[0] / acc[1]))
+            acc = [0.0, 0, 0.0]
+    if acc[1]:
+        out.append((acc[2] / acc[1], acc[0] / acc[1]))
+    return [(0.0, out[0][1] / 2), *out, (1.0, out[-1][1])]
+
+
+def plot(table: list, path: Path) -> None:
+    """The reliability diagram: share right against mean confidence per bin, the diagonal, ±0.1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
+    ax.fill_between([0, 1], [-0.1, 0.9], [0.1, 1.1], color="0.9", label="±0.1")
+    ax.plot([0, 1], [0, 1], color="0.5", lw=1)
+    conf = [t[2] for t in table]
+    right = [t[3] for t in table]
+    ax.plot(conf, right, "o-", color="C0", label="headseg's boundaries")
+    for t in table:
+        ax.annotate(str(t[1]), (t[2], t[3]), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (bin mean)", ylabel="share within one unit of a reference boundary",
+           title="Boundary confidence on the dev families")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cache", type=Path, default=REPO / "runs" / "calibration_cache")
+    ap.add_argument("--fit", action="store_true", help="also fit the calibration's coefficients")
+    ap.add_argument("--png", type=Path, default=None, help="draw the reliability diagram here")
+    args = ap.parse_args(argv)
+    offline_settings()
+    from headseg.api import Segmenter
+
+    seg = Segmenter(quiet=True)
+    rows = []
+    for name, limit in SAMPLE:
+        rows += boundaries(seg, cached(seg, name, limit, args.cache))
+        print(f"  {name}: {len(rows)} boundaries so far", file=sys.stderr, flush=True)
+    a = np.asarray(rows, dtype=np.float64)
+    np.save(args.cache / "boundaries.npy", a)  # (confidence, z, n, right) per boundary, for a look after
+    table = reliability(a)
+    print(f"{len(a)} boundaries of {len(SAMPLE)} dev families; {load_average()}\n")
+    print(markdown_table(("confidence", "boundaries", "mean confidence", "share right", "within ±0.1"),
+                         [(b, str(n), f"{c:.3f}", f"{r:.3f}", "yes" if abs(c - r) <= 0.1 else ("no" if n >= 30 else "(< 30)"))
+                          for b, n, c, r in table], "lrrrl"))
+    if args.fit:
+        w = fit(a)
+        print(f"\nfitted: bias={w[0]:.3f}, z_weight={w[1]:.3f}, length_weight={w[2]:.3f}, "
+              f"knots={tuple((round(x, 3), round(y, 3)) for x, y in knots(a, w))}")
+    if args.png:
+        plot(table, args.png)
+    return 0 if all(abs(c - r) <= 0.1 for _, n, c, r in table if n >= 30) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+"""Boundaries as evidence: how strongly a text's own unit vectors support each topic boundary.
+
+The topic search (:mod:`~headseg.segmenter.topics`) decides *where* a segment may open from the
+vectors and the text's structure (paragraph breaks, headings, size limits).  Whether a boundary is
+kept is decided here, by a test of the boundary against what the same units would give without
+topic structure: the units of the two segments beside a boundary, shuffled.
+
+For a boundary at unit ``m`` between its neighbours ``a`` and ``b`` (the boundaries before and
+after it, each at most ``EvidenceParams.reach`` units away), the statistic is the scatter the cut
+saves, ``S(a, b) − S(a, m) − S(m, b)`` with ``S`` the weighted scatter of the search
+(:class:`~headseg.segmenter.search.SegmentCost`).  Its null: the same units in a random order, cut
+at the *best* place (the search chose ``m`` among many places, so the null takes the best of all of
+them); ``draws`` shuffles.  The evidence of the boundary is ``z = (saving − mean) / std`` of the null
+(the p-value ``(1 + #{null ≥ saving}) / (1 + draws)`` runs out of resolution on strong boundaries;
+``z`` does not).  Its confidence (:func:`confidence`) is the calibrated probability that a boundary of
+that evidence between segments of that length is a topic boundary of a labelled reference: fitted
+on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
+Evidence and confidence differ: a long lecture's boundaries carry strong evidence (many units on
+each side) yet are less often a reference's (its reference segments are long), so whether a
+boundary exists is decided on the evidence, and the confidence says how sure a user can be of it.
+
+:func:`gate` removes the boundaries whose evidence is below ``min_evidence`` (or whose confidence is
+below ``min_confidence``), the weakest first, and tests its neighbours again beside their new,
+merged neighbours: a text of one subject in three paragraphs loses both paragraph cuts, one of two
+subjects keeps the cut between them.
+
+Cost: the units are projected once onto ``dims`` fixed random directions (the test is exact in that
+space: the observed saving and its null are both measured there); one test is O(draws · n · dims)
+for the ``n ≤ 2 · reach`` units beside the boundary, so the gate is O(C · draws · reach · dims) for
+``C`` boundaries, linear in the document's length.  Deterministic: each test's shuffles are seeded
+by its span.
+
+Source: permutation tests of change points (the CUSUM-type maximal statistic under exchangeability;
+e.g. Antoch & Hušková 2001); the scatter is the linear-kernel cost of Arlot et al. 2019.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from headseg.analysis.errors import HeadsegError
+
+
+@dataclass(frozen=True)
+class EvidenceParams:
+    """Knobs of the boundary test and its calibration (defaults used everywhere; docs/segmenter.md,
+    "Boundaries as evidence")."""
+
+    #: shuffles per test
+    draws: int = 64
+    #: principal directions of the text's unit vectors the test reads (:func:`project`)
+    dims: int = 32
+    #: the most units on each side of a boundary its test reads (keeps each test O(reach))
+    reach: int = 200
+    #: the calibration of :func:`confidence`: a score ``sigmoid(bias + z_weight · z + length_weight · ln n)``
+    #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (score,
+    #: confidence), piecewise linear and non-decreasing: the share of boundaries of that score that are a
+    #: reference's, by isotonic regression (Zadrozny & Elkan 2002).  ``benchmarks/calibration.py --fit``
+    #: fits both on the dev families
+    bias: float = 5.226
+    z_weight: float = 0.140
+    length_weight: float = -1.837
+    knots: tuple[tuple[float, float], ...] = (
+        (0.0, 0.076), (0.095, 0.151), (0.267, 0.26), (0.403, 0.324), (0.501, 0.423), (0.569, 0.48),
+        (0.623, 0.575), (0.664, 0.689), (0.749, 0.784), (0.832, 0.83), (0.884, 0.905), (0.972, 0.958),
+        (1.0, 0.958))
+    seed: int = 20261205
+
+    def __post_init__(self) -> None:
+        for name in ("draws", "dims", "reach"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
+                raise HeadsegError(f"{name} must be an integer of at least 2 (got {v!r})")
+        for name in ("bias", "z_weight", "length_weight"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise HeadsegError(f"{name} must be a finite number (got {v!r})")
+        if not self.z_weight > 0:
+            raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
+        k = np.asarray(self.knots, dtype=np.float64)
+        if k.ndim != 2 or k.shape[1] != 2 or len(k) < 2 or k[0, 0] != 0.0 or k[-1, 0] != 1.0 or \
+                np.any(np.diff(k, axis=0) < 0) or np.any((k < 0) | (k > 1)):
+            raise HeadsegError("knots must be (score, confidence) pairs in [0, 1] from score 0 to 1, both "
+                               "non-decreasing")
+
+
+def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
+    """``x [U, D]`` on its ``params.dims`` principal directions ``[U, ≤ dims]`` (centred on its mean):
+    the directions in which the text's units differ most, where its topics differ.  Exact SVD while
+    the text is small; beyond, a seeded randomized range finder (Halko et al. 2011) with two power
+    iterations, O(U · D · dims)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
+    x = x - x.mean(axis=0, keepdims=True)
+    u, d = x.shape
+    k = params.dims
+    if min(u, d) <= k:
+        return x if d <= u else _svd_scores(x, k)
+    if min(u, d) <= 4 * k:
+        return _svd_scores(x, k)
+    rng = np.random.default_rng([params.seed, u, d])
+    q = np.linalg.qr(x @ rng.standard_normal((d, k + 16)))[0]
+    for _ in range(2):
+        q = np.linalg.qr(x @ (x.T @ q))[0]
+    ub, s, _ = np.linalg.svd(q.T @ x, full_matrices=False)
+    return (q @ ub[:, :k]) * s[:k]
+
+
+def _svd_scores(x: np.ndarray, k: int) -> np.ndarray:
+    """The coordinates of the rows of ``x`` on its top ``k`` right singular vectors."""
+    u, s, _ = np.linalg.svd(x, full_matrices=False)
+    return u[:, :k] * s[:k]
+
+
+def _savings(cx: np.ndarray, cw: np.ndarray) -> np.ndarray:
+    """The scatter saved by each inner cut of spans given by prefix sums ``cx [..., n + 1, k]``,
+    ``cw [..., n + 1]``: ``[..., n − 1]``, the cut before item ``j`` for ``j = 1..n−1`` (the
+    within-span scatter minus both parts', which needs no squared norms)."""
+    tot_x, tot_w = cx[..., -1:, :], cw[..., -1:]
+    left_x, left_w = cx[..., 1:-1, :], cw[..., 1:-1]
+    right_x, right_w = tot_x - left_x, tot_w - left_w
+    whole = np.einsum("...ik,...ik->...i", tot_x, tot_x) / tot_w
+    return (np.einsum("...ik,...ik->...i", left_x, left_x) / left_w
+            + np.einsum("...ik,...ik->...i", right_x, right_x) / right_w - whole)
+
+
+def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: EvidenceParams) -> tuple[float, int]:
+    """The evidence ``z`` of a boundary at ``m`` between neighbours ``a < m < b`` (projected vectors
+    ``y [U, k]``, unit weights ``w [U]``), and the units it read: its saving against the best cut of
+    the same units shuffled (at most ``params.reach`` units on each side)."""
+    a, b = max(a, m - params.reach), min(b, m + params.reach)
+    n = b - a
+    ys, ws = y[a:b], w[a:b]
+    wy = ys * ws[:, None]
+    cx = np.vstack([np.zeros((1, y.shape[1])), np.cumsum(wy, axis=0)])
+    cw = np.concatenate([[0.0], np.cumsum(ws)])
+    observed = float(_savings(cx, cw)[m - a - 1])
+    # seeded by the span: the same boundary between the same neighbours always reads the same
+    rng = np.random.default_rng([params.seed, a, m, b])
+    order = np.argsort(rng.random((params.draws, n)), axis=1)
+    pcx = np.concatenate([np.zeros((params.draws, 1, y.shape[1])), np.cumsum(wy[order], axis=1)], axis=1)
+    pcw = np.concatenate([np.zeros((params.draws, 1)), np.cumsum(ws[order], axis=1)], axis=1)
+    null = _savings(pcx, pcw).max(axis=1)
+    spread = float(null.std())
+    if spread <= 1e-12 * max(abs(observed), 1.0):
+        return 0.0, n  # every order saves the same: the units are alike, nothing to tell
+    return float((observed - null.mean()) / spread), n
+
+
+def confidence(z: float | np.ndarray, n: float | np.ndarray,
+               params: EvidenceParams | None = None) -> float | np.ndarray:
+    """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all, in
+    [0, 1]: its score ``sigmoid(bias + z_weight · z + length_weight · ln n)`` through ``knots``."""
+    p = params or EvidenceParams()
+    v = np.interp(score(z, n, p), *np.asarray(p.knots, dtype=np.float64).T)
+    return float(v) if np.ndim(v) == 0 else v
+
+
+def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) -> float | np.ndarray:
+    """The uncalibrated score of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``."""
+    t = params.bias + params.z_weight * np.asarray(z, dtype=np.float64)
+    return 1.0 / (1.0 + np.exp(-(t + params.length_weight * np.log(np.maximum(n, 2)))))
+
+
+def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
+         min_confidence: float = 0.0, params: EvidenceParams | None = None,
+         fits: Callable[[int, int], bool] | None = None, forward: bool = True) -> tuple[list[int], list[float]]:
+    """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
+
+    A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
+    ``min_confidence``; the weakest (by its larger shortfall) is removed first and its two
+    neighbours tested again beside their new neighbours, until no weak boundary is left.
+    ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
+    ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
+    would break them stays, however weak.  Returns the kept boundaries and each one's confidence
+    beside its final neighbours.  Cost: one test per boundary and two per removal
+    (:func:`boundary_z`).
+
+    ``forward``: first ask whether the text has topics at all (:func:`any_evidence`); where none of
+    the boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits
+    allow).
+    """
+    params = params or EvidenceParams()
+    cuts = [int(c) for c in cuts]
+    n = len(x)
+    if any(not 0 < c < n for c in cuts) or any(p >= q for p, q in zip(cuts, cuts[1:])):
+        raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
+    if not cuts:
+        return [], []
+    y = project(x, params)
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    # a text without evidence against its whole: every boundary goes (where the limits allow)
+    whole = not forward or min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)
+    edges = [0, *cuts, n]
+    prev = list(range(-1, len(edges) - 1))
+    nxt = list(range(1, len(edges) + 1))
+    alive = [True] * len(edges)
+    sure = [1.0] * len(edges)
+    version = [0] * len(edges)
+    def test(i: int) -> float:
+        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
+        weak), in units of ``z`` for the evidence and of confidence for the floor."""
+        z, m = boundary_z(y, w, edges[prev[i]], edges[i], edges[nxt[i]], params)
+        sure[i] = confidence(z, m, params)
+        margin = min(z - min_evidence, sure[i] - min_confidence)
+        return margin if whole else min(margin, 0.0) - 1e6
+
+    heap = []
+    for i in range(1, len(edges) - 1):
+        heapq.heappush(heap, (test(i), i, 0))
+    while heap:
+        margin, i, v = heapq.heappop(heap)
+        if not alive[i] or v != version[i]:
+            continue  # removed, or tested again since
+        if margin >= 0:
+            break  # the weakest boundary left is strong enough: so are all the others
+        if fits is not None and not fits(edges[prev[i]], edges[nxt[i]]):
+            continue  # the hard limits need it: it stays
+        alive[i] = False
+        p, q = prev[i], nxt[i]
+        nxt[p], prev[q] = q, p
+        for j in (p, q):
+            if 0 < j < len(edges) - 1 and alive[j]:
+                version[j] += 1
+                heapq.heappush(heap, (test(j), j, version[j]))
+    kept = [i for i in range(1, len(edges) - 1) if alive[i]]
+    return [edges[i] for i in kept], [float(sure[i]) for i in kept]
+
+
+def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence: float,
+                 params: EvidenceParams) -> bool:
+    """Whether any of ``cuts`` reaches ``min_evidence`` in a wide context: between the boundaries two
+    away on each side (the text's ends where there are none), its units within ``params.reach``.
+
+    A text of one subject whose paragraph cuts each stand out beside the next paragraph (three units
+    against three) shows no evidence against the paragraphs around them; a text of several topics
+    does, even where they come back (A B C A B C: each cut still parts two topics from two others).
+    Cost: one test per boundary, stopping at the first that reaches it.
+    """
+    edges = [0, *cuts, len(y)]
+    return any(boundary_z(y, w, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, len(edges) - 1)], params)[0]
+               >= min_evidence for i in range(1, len(edges) - 1))
+
+
+def sure_of(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], sure: Sequence[float],
+            min_evidence: float, min_confidence: float = 0.0, params: EvidenceParams | None = None) -> list[int]:
+    """The boundaries of ``cuts`` (their confidences ``sure``) whose evidence beside their neighbours reaches
+    ``min_evidence`` and confidence ``min_confidence``: those a size target must never merge away (issue 48).
+    Cost: one test per boundary."""
+    params = params or EvidenceParams()
+    y = project(x, params)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    edges = [0, *cuts, len(x)]
+    return [c for i, (c, s) in enumerate(zip(cuts, sure), start=1)
+            if s >= min_confidence and boundary_z(y, w, edges[i - 1], c, edges[i + 1], params)[0] >= min_evidence]
+
+
+def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
+                params: EvidenceParams | None = None) -> list[float]:
+    """The confidence of each boundary of ``cuts`` beside its neighbours (none removed)."""
+    return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
+
+
+__all__ = ("EvidenceParams", "any_evidence", "boundary_z", "confidence", "confidences", "gate", "project", "score",
+           "sure_of")

@@ -1,0 +1,208 @@
+"""Boundaries as evidence (issue 48): the permutation test, the gate, and what a user sees.
+
+The texts were written for these tests: none is in a dev family (benchmarks/data) or the tuning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from headseg.analysis.errors import HeadsegError
+from headseg.segmenter.evidence import EvidenceParams, boundary_z, confidence, confidences, gate, project
+from headseg.segmenter.search import SegmentCost
+
+
+def blocks(sizes, dim=40, spread=0.25, seed=0):
+    """Unit vectors in blocks: each block around its own random direction, with noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in sizes:
+        centre = rng.standard_normal(dim)
+        out.append(centre + spread * math.sqrt(dim) * rng.standard_normal((n, dim)) / math.sqrt(dim) * 4)
+    return np.vstack(out)
+
+
+def test_the_observed_saving_is_the_search_scatter_saved():
+    # the test's statistic, recomputed independently from the search's own segment cost
+    x = blocks([7, 9], seed=1)
+    p = EvidenceParams(dims=8)
+    y = project(x, p)
+    w = np.linspace(0.5, 1.5, len(x))
+    cost = SegmentCost(y, weights=w)
+    saved = cost.cost(0, 16) - cost.cost(0, 7) - cost.cost(7, 16)
+    from headseg.segmenter.evidence import _savings
+
+    cx = np.vstack([np.zeros((1, y.shape[1])), np.cumsum(y * w[:, None], axis=0)])
+    cw = np.concatenate([[0.0], np.cumsum(w)])
+    assert _savings(cx, cw)[6] == pytest.approx(saved, rel=1e-9)
+
+
+def test_projection_keeps_distances_of_a_small_text_exactly():
+    x = blocks([5, 6], dim=300, seed=2)
+    y = project(x, EvidenceParams(dims=32))
+    d = lambda a: ((a[:, None, :] - a[None, :, :]) ** 2).sum(-1)  # noqa: E731
+    assert np.allclose(d(x), d(y))  # 11 units span at most 10 directions: nothing is lost
+
+
+def test_distinct_blocks_keep_their_boundaries_and_noise_loses_its_own():
+    x = blocks([12, 12, 12], seed=3)
+    kept, sure = gate(x, None, [12, 24], 1.0)
+    assert kept == [12, 24] and all(0 < c < 1 for c in sure)
+    noise = np.random.default_rng(4).standard_normal((36, 40))
+    assert gate(noise, None, [12, 24], 1.0)[0] == []
+
+
+def test_the_weakest_goes_first_and_its_neighbours_are_tested_again():
+    # a cut inside the first block is weak; removing it leaves the true cut at 12
+    x = blocks([12, 12], seed=5)
+    kept, _ = gate(x, None, [6, 12], 1.0)
+    assert kept == [12]
+
+
+def test_a_boundary_the_limits_need_stays():
+    noise = np.random.default_rng(6).standard_normal((30, 40))
+    assert gate(noise, None, [10, 20], 1.0, fits=lambda a, b: b - a <= 15) == \
+        (gate(noise, None, [10, 20], -math.inf)[0], gate(noise, None, [10, 20], -math.inf)[1])
+
+
+def test_a_confidence_floor_removes_boundaries_below_it():
+    x = blocks([10, 10, 10], seed=7)
+    sure = confidences(x, None, [10, 20])
+    assert len(sure) == 2 and all(0 < c < 1 for c in sure)
+    assert gate(x, None, [10, 20], -math.inf, min_confidence=1.0)[0] == []
+    kept, kept_sure = gate(x, None, [10, 20], -math.inf, min_confidence=min(sure))
+    assert kept == [10, 20] and kept_sure == pytest.approx(sure)
+
+
+def test_the_test_is_deterministic_and_confidence_grows_with_evidence():
+    x = blocks([8, 8], seed=8)
+    p = EvidenceParams()
+    y, w = project(x, p), np.ones(16)
+    assert boundary_z(y, w, 0, 8, 16, p) == boundary_z(y, w, 0, 8, 16, p)
+    c = confidence(np.array([-1.0, 0.0, 2.0, 8.0]), 20)
+    assert np.all(np.diff(c) > 0) and np.all((c > 0) & (c < 1))
+
+
+def test_bad_boundaries_and_knobs_are_refused():
+    x = blocks([5, 5])
+    with pytest.raises(HeadsegError):
+        gate(x, None, [5, 5], 1.0)
+    with pytest.raises(HeadsegError):
+        gate(x, None, [0], 1.0)
+    with pytest.raises(HeadsegError):
+        EvidenceParams(draws=1)
+    with pytest.raises(HeadsegError):
+        EvidenceParams(z_weight=0.0)
+
+
+# --- what a user sees, with the embedded model -------------------------------------------------
+
+EMAILS = [
+    "Dear Mr Patel, thank you for your order of the oak dining table. It left our workshop this morning and "
+    "should reach you on Thursday. The driver will call you an hour before he arrives.\n\n"
+    "The table comes in two parts, the top and the frame. Our driver will carry both inside and put them "
+    "together for you. Please make sure there is a clear path from the door to the room.\n\n"
+    "If Thursday does not suit you, reply to this e-mail and we will find another day for the delivery. "
+    "Thank you again for choosing our workshop for your new table.",
+    "Hi team, the quarterly review meeting moves from Tuesday to Wednesday at ten. We need the larger room "
+    "because the regional managers are joining us this time.\n\n"
+    "Please bring the sales figures for your region and a short summary of the quarter. Each region gets "
+    "fifteen minutes to present its numbers at the meeting.\n\n"
+    "Coffee and lunch will be served after the meeting. Let me know by Monday if you cannot attend, so that "
+    "I can tell the caterers how many people to expect.",
+    "Hello Sara, I have looked at the drawings for your kitchen extension. The plans are clear and the new "
+    "wall can carry the weight of the roof without extra support.\n\n"
+    "The builders can start on the extension in the first week of May. They expect the walls and the roof "
+    "of the kitchen to take about six weeks.\n\n"
+    "I will send you the final price for the kitchen extension by Friday. Please call me if you want to "
+    "change anything in the drawings before we order the materials.",
+]
+
+TWO_SUBJECTS = [
+    "The volcano on the island erupted again on Sunday night. Lava flowed down its eastern slope towards "
+    "the sea. Scientists measured hundreds of small earthquakes under the crater.\n\n"
+    "Villages near the volcano were evacuated as a precaution. Ash from the eruption closed the small "
+    "airport for two days. The lava has now slowed, but the crater is still active.\n\n"
+    "Knitting a scarf is a good first project for a beginner. You need two needles, a ball of thick wool "
+    "and a pair of scissors. Start by casting on about thirty stitches.\n\n"
+    "Knit every row until the scarf is as long as you want it. Then cast off the stitches and weave the "
+    "loose ends of wool into the edge. A simple scarf takes a beginner about a week.",
+    "Our chess club meets every Thursday evening in the library. Players of every level are welcome, and "
+    "boards and clocks are provided. Beginners can ask for a short lesson before the games.\n\n"
+    "In spring the club holds a tournament of seven rounds. The winner receives a small trophy and a book "
+    "about chess openings. Entry to the tournament is free for members.\n\n"
+    "Tomatoes grow best in a sunny spot with rich soil. Plant the seedlings deep, so that the stem grows "
+    "extra roots. Water them at the base, never on the leaves.\n\n"
+    "Tie the plants to a cane as they grow taller. Pinch out the side shoots every week so that the plant "
+    "puts its strength into the fruit. Pick the tomatoes when they are fully red.",
+]
+
+THREE = (
+    "The weather this week will stay cold and wet across the whole region. Rain is expected on Monday and "
+    "Tuesday, with strong winds along the coast. Temperatures will drop below freezing at night, so roads may "
+    "be icy in the early morning. Snow is possible on the hills above three hundred metres on Wednesday. By "
+    "the weekend the sky should clear, the wind will ease and the sun will return.\n\n"
+    "To make a simple tomato soup, start by chopping one onion and two cloves of garlic. Fry them gently in "
+    "olive oil until they are soft. Add a tin of chopped tomatoes, a cup of vegetable stock and a pinch of "
+    "salt. Let it simmer for twenty minutes, then blend it until smooth. A spoon of cream on top makes it "
+    "richer, and a few leaves of fresh basil give it colour. Serve it hot with fresh bread.\n\n"
+    "Our football club is looking for new players for the under-twelve team this season. Training takes "
+    "place every Wednesday evening at the school field. No experience is needed, just bring boots and a "
+    "water bottle.")
+
+
+@pytest.fixture(scope="module")
+def segmenter():
+    from headseg.api import Segmenter
+
+    return Segmenter(quiet=True)
+
+
+@pytest.mark.parametrize("text", [
+    EMAILS[0], pytest.param(EMAILS[1], marks=pytest.mark.xfail(strict=True, reason=(
+        "the limit of the evidence: this notice's last paragraph (catering, replies) stands apart from the "
+        "meeting's agenda strongly enough to be cut; 82 % of the dev family's one-subject texts stay whole "
+        "(docs/results.md)"))), EMAILS[2]])
+def test_an_email_on_one_subject_in_three_paragraphs_stays_whole(segmenter, text):
+    assert text.count("\n\n") == 2
+    assert len(segmenter.segment(text)) == 1
+
+
+@pytest.mark.parametrize("text", TWO_SUBJECTS)
+def test_two_subjects_of_two_paragraphs_each_give_two_segments(segmenter, text):
+    result = segmenter.segment(text)
+    second = text.index(text.split("\n\n")[2])
+    assert [s.start for s in result] == [0, second]
+    assert 0 <= result[1].confidence <= 1 and result[0].confidence is None
+
+
+def test_every_boundary_has_a_confidence_and_the_floor_of_one_keeps_none(segmenter):
+    result = segmenter.segment(THREE)
+    assert len(result) == 3
+    assert all(0 <= s.confidence <= 1 for s in result[1:])
+    assert len(segmenter.segment(THREE, min_confidence=1.0)) == 1
+    low = min(s.confidence for s in result[1:])
+    assert len(segmenter.segment(THREE, min_confidence=low)) == 3
+    assert [r["confidence"] for r in result.to_records()] == [None] + [round(s.confidence, 6) for s in result[1:]]
+
+
+def test_a_size_limit_never_glues_two_subjects_together(segmenter):
+    # three unrelated paragraphs of 211 tokens in all under max_tokens=256: the implicit size target
+    # (0.6 x 256) used to merge the last two (soup and football: 78 + 133 tokens before issue 48)
+    paragraphs = THREE.split("\n\n")
+    assert 200 <= sum(s.token_count for s in segmenter.segment(THREE)) <= 256
+    result = segmenter.segment(THREE, max_tokens=256)
+    assert [s.start for s in result] == [0, THREE.index(paragraphs[1]), THREE.index(paragraphs[2])]
+    assert all(s.token_count <= 256 for s in result)
+
+
+def test_the_unit_level_has_no_confidence(segmenter):
+    assert all(s.confidence is None for s in segmenter.segment(THREE, level="unit"))
+
+
+def test_exactly_k_segments_keep_every_boundary_and_still_say_how_sure(segmenter):
+    result = segmenter.segment(EMAILS[0], segments=3)
+    assert len(result) == 3 and all(0 <= s.confidence <= 1 for s in result[1:])
