@@ -57,6 +57,9 @@ class EvidenceParams:
     dims: int = 32
     #: the most units on each side of a boundary its test reads (keeps each test O(reach))
     reach: int = 200
+    #: evidence a boundary is sure of beside its own neighbours: a text with one has topics
+    #: (:func:`any_evidence`), and a size target never merges across it (``KEEP_APART``)
+    sure: float = 3.0
     #: the calibration of :func:`confidence`: a score ``sigmoid(bias + z_weight · z + length_weight · ln n)``
     #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (score,
     #: confidence), piecewise linear and non-decreasing: the share of boundaries of that score that are a
@@ -240,12 +243,14 @@ def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence
 
     A text of one subject whose paragraph cuts each stand out beside the next paragraph (three units
     against three) shows no evidence against the paragraphs around them; a text of several topics
-    does, even where they come back (A B C A B C: each cut still parts two topics from two others).
+    does, or one of its boundaries is sure (``params.sure``) beside its own neighbours, as where the
+    topics come back (A B A C B C: each wide context holds one topic on both sides).
     Cost: one test per boundary, stopping at the first that reaches it.
     """
-    edges = [0, *cuts, len(y)]
-    return any(boundary_z(y, w, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, len(edges) - 1)], params)[0]
-               >= min_evidence for i in range(1, len(edges) - 1))
+    edges, last = [0, *cuts, len(y)], len(cuts) + 1
+    return any(boundary_z(y, w, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, last)], params)[0] >= min_evidence
+               or boundary_z(y, w, edges[i - 1], edges[i], edges[i + 1], params)[0] >= max(params.sure, min_evidence)
+               for i in range(1, last))
 
 
 def sure_of(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], sure: Sequence[float],

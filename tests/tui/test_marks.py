@@ -72,7 +72,8 @@ def test_markdown_headings_are_marked(tiny_bert):
     md = "# Games\n\n" + TEXT + "\n\n# More games\n\n" + TEXT
     marked, _ = AutoSegmenter(loaded=tiny_bert)(md)
     assert marked.topic_headings == [list(s.headings) for s in Segmenter(model=tiny_bert).segment(md)]
-    assert marked.topic_headings[0] == ["Games"] and ["More games"] in marked.topic_headings
+    # whether the second section opens a segment is the evidence's (issue 48: the same text twice has none)
+    assert marked.topic_headings[0] == ["Games"]
     units = Segmenter(model=tiny_bert).segment(md, level="unit")
     assert marked.units == [(s.start, s.end) for s in units]  # split at the blocks, as the tree's
 
