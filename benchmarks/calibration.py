@@ -10,7 +10,7 @@ least 30 boundaries to be within ±0.1.
 
 ``--fit`` also fits the calibration itself (:class:`~headseg.segmenter.evidence.EvidenceParams`'
 ``bias``, ``z_weight``, ``length_weight``: a logistic regression of "right" on the evidence ``z`` and
-``ln n`` of the same final boundaries, then its ``knots``: isotonic regression of "right" on that score)
+``ln n`` of the same final boundaries, then its ``knots``: isotonic regression of "right" on that score, a step function)
 and prints them to put there; ``--png`` draws the diagram.  Unit vectors are computed once into ``--cache`` (git-ignored).
 
     python -m benchmarks.calibration --png docs/calibration.png
@@ -111,30 +111,33 @@ def fit(rows: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:
 
 def knots(rows: np.ndarray, weights: np.ndarray, least: int = 80) -> list[tuple[float, float]]:
     """Isotonic regression (pool-adjacent-violators) of "right" on the score the fitted ``weights`` give,
-    pooled into steps of at least ``least`` boundaries: ``(mean score, share right)`` knots, with 0 and 1
-    added at the ends (the first step's half below, the last step's value above)."""
+    pooled into steps of at least ``least`` boundaries: ``(highest score of the step, share right)``, the
+    last step's edge 1 (a step function: every boundary of a step gets the step's share, so the steps
+    are calibrated on these boundaries exactly)."""
     from headseg.segmenter.evidence import EvidenceParams, score
 
     p = EvidenceParams(bias=float(weights[0]), z_weight=float(weights[1]), length_weight=float(weights[2]))
     raw = np.asarray(score(rows[:, 1], rows[:, 2], p))
     order = np.argsort(raw, kind="stable")
-    steps: list[list[float]] = []  # [sum right, count, sum score]
+    steps: list[list[float]] = []  # [sum right, count, highest score]
     for r, y in zip(raw[order], rows[order, 3]):
         steps.append([y, 1, r])
         while len(steps) > 1 and steps[-2][0] / steps[-2][1] > steps[-1][0] / steps[-1][1]:
-            s, c, t = steps.pop()
+            s, c, top = steps.pop()
             steps[-1][0] += s
             steps[-1][1] += c
-            steps[-1][2] += t
+            steps[-1][2] = top
     out, acc = [], [0.0, 0, 0.0]
-    for s, c, t in steps:
-        acc = [acc[0] + s, acc[1] + c, acc[2] + t]
+    for s, c, top in steps:
+        acc = [acc[0] + s, acc[1] + c, top]
         if acc[1] >= least:
-            out.append((acc[2] / acc[1], acc[0] / acc[1]))
+            out.append((acc[2], acc[0] / acc[1]))
             acc = [0.0, 0, 0.0]
-    if acc[1]:
-        out.append((acc[2] / acc[1], acc[0] / acc[1]))
-    return [(0.0, out[0][1] / 2), *out, (1.0, out[-1][1])]
+    if acc[1]:  # a last short step joins the one before
+        s0, c0 = out[-1][1] * least, least
+        out[-1] = (acc[2], (s0 + acc[0]) / (c0 + acc[1])) if out else (acc[2], acc[0] / acc[1])
+    out[-1] = (1.0, out[-1][1])
+    return out
 
 
 def plot(table: list, path: Path) -> None:

@@ -61,17 +61,16 @@ class EvidenceParams:
     #: (:func:`any_evidence`), and a size target never merges across it (``KEEP_APART``)
     sure: float = 3.0
     #: the calibration of :func:`confidence`: a score ``sigmoid(bias + z_weight · z + length_weight · ln n)``
-    #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (score,
-    #: confidence), piecewise linear and non-decreasing: the share of boundaries of that score that are a
-    #: reference's, by isotonic regression (Zadrozny & Elkan 2002).  ``benchmarks/calibration.py --fit``
-    #: fits both on the dev families
-    bias: float = 5.226
-    z_weight: float = 0.140
-    length_weight: float = -1.837
+    #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (highest
+    #: score of a step, confidence), a non-decreasing step function: the share of boundaries of that step
+    #: that are a reference's, by isotonic regression (Zadrozny & Elkan 2002).
+    #: ``benchmarks/calibration.py --fit`` fits both on the dev families
+    bias: float = 4.797
+    z_weight: float = 0.131
+    length_weight: float = -1.691
     knots: tuple[tuple[float, float], ...] = (
-        (0.0, 0.076), (0.095, 0.151), (0.267, 0.26), (0.403, 0.324), (0.501, 0.423), (0.569, 0.48),
-        (0.623, 0.575), (0.664, 0.689), (0.749, 0.784), (0.832, 0.83), (0.884, 0.905), (0.972, 0.958),
-        (1.0, 0.958))
+        (0.229, 0.155), (0.336, 0.276), (0.472, 0.332), (0.533, 0.432), (0.594, 0.457), (0.626, 0.593),
+        (0.669, 0.674), (0.801, 0.775), (0.832, 0.833), (1.0, 0.893))
     seed: int = 20261205
 
     def __post_init__(self) -> None:
@@ -86,10 +85,10 @@ class EvidenceParams:
         if not self.z_weight > 0:
             raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
         k = np.asarray(self.knots, dtype=np.float64)
-        if k.ndim != 2 or k.shape[1] != 2 or len(k) < 2 or k[0, 0] != 0.0 or k[-1, 0] != 1.0 or \
+        if k.ndim != 2 or k.shape[1] != 2 or len(k) < 1 or k[-1, 0] != 1.0 or \
                 np.any(np.diff(k, axis=0) < 0) or np.any((k < 0) | (k > 1)):
-            raise HeadsegError("knots must be (score, confidence) pairs in [0, 1] from score 0 to 1, both "
-                               "non-decreasing")
+            raise HeadsegError("knots must be (highest score, confidence) pairs in [0, 1], the last score 1, "
+                               "both non-decreasing")
 
 
 def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
@@ -159,9 +158,10 @@ def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: Evi
 def confidence(z: float | np.ndarray, n: float | np.ndarray,
                params: EvidenceParams | None = None) -> float | np.ndarray:
     """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all, in
-    [0, 1]: its score ``sigmoid(bias + z_weight · z + length_weight · ln n)`` through ``knots``."""
+    [0, 1]: its score ``sigmoid(bias + z_weight · z + length_weight · ln n)`` through the steps of ``knots``."""
     p = params or EvidenceParams()
-    v = np.interp(score(z, n, p), *np.asarray(p.knots, dtype=np.float64).T)
+    edges, values = np.asarray(p.knots, dtype=np.float64).T
+    v = values[np.minimum(np.searchsorted(edges, score(z, n, p), side="left"), len(values) - 1)]
     return float(v) if np.ndim(v) == 0 else v
 
 
