@@ -173,7 +173,7 @@ def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) 
 
 def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
          min_confidence: float = 0.0, params: EvidenceParams | None = None,
-         fits: Callable[[int, int], bool] | None = None, forward: bool = True) -> tuple[list[int], list[float]]:
+         fits: Callable[[int, int], bool] | None = None) -> tuple[list[int], list[float]]:
     """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
 
     A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
@@ -185,9 +185,8 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     beside its final neighbours.  Cost: one test per boundary and two per removal
     (:func:`boundary_z`).
 
-    ``forward``: first ask whether the text has topics at all (:func:`any_evidence`); where none of
-    the boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits
-    allow).
+    First it asks whether the text has topics at all (:func:`any_evidence`); where none of the
+    boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits allow).
     """
     params = params or EvidenceParams()
     cuts = [int(c) for c in cuts]
@@ -199,13 +198,14 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     y = project(x, params)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     # a text without evidence against its whole: every boundary goes (where the limits allow)
-    whole = not forward or min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)
+    whole = min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)
     edges = [0, *cuts, n]
     prev = list(range(-1, len(edges) - 1))
     nxt = list(range(1, len(edges) + 1))
     alive = [True] * len(edges)
     sure = [1.0] * len(edges)
     version = [0] * len(edges)
+
     def test(i: int) -> float:
         """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
         weak), in units of ``z`` for the evidence and of confidence for the floor."""
