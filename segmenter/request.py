@@ -25,6 +25,9 @@ TARGET_FRACTION = 0.6
 #: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose evidence reaches
 #: this many standard deviations stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
 KEEP_APART = 3.0
+#: ... in place of the target's nearest cut when that lies within this share of the target (in tokens),
+#: so that the chunks stay about as many as the target's (``apart.keep_apart``, ``benchmarks.keep_apart``)
+KEEP_APART_MOVE = 0.5
 
 
 def default_target(max_tokens: float | None) -> float | None:
@@ -83,4 +86,4 @@ class SearchRequest:
             raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
 
 
-__all__ = ("KEEP_APART", "SearchRequest", "TARGET_FRACTION", "default_target")
+__all__ = ("KEEP_APART", "KEEP_APART_MOVE", "SearchRequest", "TARGET_FRACTION", "default_target")

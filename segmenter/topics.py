@@ -33,7 +33,8 @@ from headseg.analysis.errors import HeadsegError
 from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
 from .document import Document
-from .evidence import EvidenceParams, confidences, gate, sure_of
+from .apart import keep_apart
+from .evidence import EvidenceParams, confidences, gate
 from .limits import SizeLimits, repair_cuts
 from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average, spread  # noqa: F401 (read here)
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
@@ -412,13 +413,12 @@ def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, pa
     found = topic_search(x, params, request.segments, request.penalty, tokens=tokens, same_line=same_line,
                          headings=headings, limits=limits, cut_prior=prior, allowed=allowed, memo=memo,
                          min_confidence=request.min_confidence)
-    if target is not None and request.segments is None and request.keep_apart is not None:
-        # a size target never glues two subjects: a boundary the search without it is sure of stays
+    if target is not None and request.segments is None and request.keep_apart is not None:  # never glue subjects
         free = document_boundaries(doc, x, replace(request, target_tokens=None, keep_apart=None), params,
                                    headings_up_to, allowed, memo)
-        cuts = sorted(set(found.cuts) | set(sure_of(x, unit_weights(tokens, params), free.cuts, free.confidence,
-                                                    request.keep_apart, request.min_confidence or 0.0, params.evidence)))
-        found = split_at(x, tokens, cuts, params) if cuts != found.cuts else found
+        cuts = keep_apart(x, unit_weights(tokens, params), tokens, found.cuts, free.cuts, free.confidence,
+                          request, params.evidence, doc.units)
+        found = split_at(x, tokens, cuts, params) if cuts != list(found.cuts) else found
     return found
 
 

@@ -206,3 +206,28 @@ def test_the_unit_level_has_no_confidence(segmenter):
 def test_exactly_k_segments_keep_every_boundary_and_still_say_how_sure(segmenter):
     result = segmenter.segment(EMAILS[0], segments=3)
     assert len(result) == 3 and all(0 <= s.confidence <= 1 for s in result[1:])
+
+
+def _keep(found, free, tokens, max_tokens, target, spans=None, max_chars=None):
+    from headseg.segmenter.apart import keep_apart
+    from headseg.segmenter.request import SearchRequest
+
+    x = blocks([10, 10, 10], seed=11)  # three topics: the boundaries at 10 and 20 are sure
+    request = SearchRequest(max_tokens=max_tokens, target_tokens=target, keep_apart=3.0, max_chars=max_chars)
+    return keep_apart(x, None, np.asarray(tokens), found, free, [0.5] * len(free), request, None, spans)
+
+
+def test_a_size_target_moves_its_nearest_cut_onto_a_sure_boundary():
+    # units of 10 tokens; the target cut at 8 and 23, two units from the topics' boundaries at 10 and 20
+    tokens = [10] * 30
+    assert _keep([8, 23], [10, 20], tokens, max_tokens=200, target=100) == [10, 20]
+    # a cut further than half a target stays and the sure boundary is added beside it
+    assert _keep([4, 23], [10, 20], tokens, max_tokens=200, target=100) == [4, 10, 20]
+    # a move that would break a hard limit is not made: units 0-9 of 8 characters, 10-22 of 4, 23-29 of 5; moving 8 to 10
+    # would make the first chunk 80 > 75 characters, so 10 is added; 23 moves to 20 (chunks of 40 and 47)
+    widths = [8] * 10 + [4] * 13 + [5] * 7
+    ends = np.cumsum(widths).tolist()
+    spans = list(zip([0, *ends[:-1]], ends))
+    assert _keep([8, 23], [10, 20], tokens, 200, 100, spans, max_chars=75) == [8, 10, 20]
+    # a target cut already on a sure boundary stays; one that is itself sure is never moved away
+    assert _keep([10, 23], [10, 20], tokens, max_tokens=200, target=100) == [10, 20]

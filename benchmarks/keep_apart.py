@@ -1,0 +1,99 @@
+"""Ways a size target keeps apart what the evidence separates, on the retrieval set (issue 48).
+
+Under ``max_tokens`` alone the search runs with a size target (0.6 · N) and once without it; the
+boundaries of the search without a target whose evidence reaches ``KEEP_APART`` (3 standard
+deviations) must survive the target.  How they survive is :func:`headseg.segmenter.apart.keep_apart`
+(read by the topic search as ``topics.keep_apart``); this script swaps it for the alternatives and
+prints chunks / IoU / recall (×100) per budget:
+
+* ``move``: the target's nearest cut moves onto it when it lies within half a target (in tokens) and
+  the limits allow; otherwise it is added (the product);
+* ``add``: each such boundary is added to the target's cuts;
+* ``off``: none kept apart (the rule before issue 48);
+* ``skip``: it is left out where the target already cuts within half a target of it.
+
+    python -m benchmarks.keep_apart                       # budgets 128, 256, 512
+    python -m benchmarks.keep_apart --max-tokens 512 --variants move,add
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from benchmarks.common import data_root
+
+VARIANTS = ("move", "add", "off", "skip")
+
+
+def _near_cut(at: np.ndarray, cuts, c: int, slack: float):
+    """The cut of ``cuts`` nearest to unit ``c`` in tokens (``at``: token offsets) if within ``slack``."""
+    near = [f for f in cuts if abs(at[c] - at[f]) <= slack]
+    return min(near, key=lambda f: abs(at[c] - at[f])) if near else None
+
+
+def variant(name: str):
+    """A replacement for ``topics.keep_apart`` (None: the product's own); each returns the cuts."""
+    from headseg.segmenter import evidence
+
+    def sure(x, weights, free, conf, request, params):
+        return evidence.sure_of(x, weights, free, conf, request.keep_apart, request.min_confidence or 0.0, params)
+
+    def add(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+        return sorted(set(found) | set(sure(x, weights, free, conf, request, params)))
+
+    def off(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+        return list(found)
+
+    def skip(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+        at = np.concatenate([[0], np.cumsum(np.asarray(tokens, dtype=np.float64))])
+        return sorted(set(found) | {c for c in sure(x, weights, free, conf, request, params)
+                                    if c in found or _near_cut(at, found, c, 0.5 * request.target_tokens) is None})
+
+    return {"move": None, "add": add, "off": off, "skip": skip}[name]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(data_root() / "retrieval"))
+    ap.add_argument("--max-tokens", default="128,256,512")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--k", type=int, default=5)
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    if unknown := [n for n in names if n not in VARIANTS]:
+        ap.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+
+    from benchmarks.retrieval import setup
+    from headseg.api import Segmenter
+    from headseg.segmenter import topics
+    from headseg.segmenter.evaluation.retrieval import chunk_all, evaluate_chunks, headseg_chunker
+
+    rs, tok, count, embedder, qv = setup(args.data, None)
+    seg, product, budgets = Segmenter(), topics.keep_apart, [int(b) for b in args.max_tokens.split(",")]
+    load0 = os.getloadavg()[0]
+    rows = []
+    try:
+        for name in names:
+            topics.keep_apart = variant(name) or product
+            cells = []
+            for b in budgets:
+                sc = evaluate_chunks(rs, chunk_all(rs, headseg_chunker(seg, max_tokens=b)), embedder.embed,
+                                     k=args.k, count_tokens=count, question_vectors=qv)
+                cells.append(f"{sc.chunks} / {100 * sc.overall['iou']:.2f} / {100 * sc.overall['recall']:.1f}")
+            rows.append(f"| {name} | " + " | ".join(cells) + " |")
+            print(f"<!-- {rows[-1]} -->", flush=True)
+    finally:
+        topics.keep_apart = product
+    print(f"\ntop {args.k}, {len(rs.questions)} questions; chunks / IoU / recall ×100 "
+          f"(load average {load0:.1f} → {os.getloadavg()[0]:.1f})\n")
+    print("| variant | " + " | ".join(f"max_tokens {b}" for b in budgets) + " |")
+    print("|---|" + "---:|" * len(budgets))
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
