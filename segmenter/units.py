@@ -22,6 +22,7 @@ punctuation.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -147,15 +148,20 @@ def block_contrast(z: np.ndarray, weights: np.ndarray, block: int) -> np.ndarray
     return out
 
 
+def _may_start(text: str, offsets: np.ndarray, i: int) -> bool:
+    """Whether a unit may start at token ``i >= 1`` of ``offsets`` (a word start, not inside a word)."""
+    prev_end, start = offsets[i - 1, 1], offsets[i, 0]
+    gap = text[prev_end:start]
+    prev_tok = text[offsets[i - 1, 0]:prev_end]
+    return (gap != "" and gap.isspace()) or (prev_tok != "" and not prev_tok[-1].isalnum())
+
+
 def _allowed_gaps(text: str, offsets: np.ndarray) -> np.ndarray:
     """``[T]``: True where a unit may start at token ``i`` (a word start, not inside a word)."""
     t = len(offsets)
     ok = np.zeros(t, bool)
     for i in range(1, t):
-        prev_end, start = offsets[i - 1, 1], offsets[i, 0]
-        gap = text[prev_end:start]
-        prev_tok = text[offsets[i - 1, 0]:prev_end]
-        ok[i] = (gap != "" and gap.isspace()) or (prev_tok != "" and not prev_tok[-1].isalnum())
+        ok[i] = _may_start(text, offsets, i)
     return ok
 
 
@@ -366,9 +372,8 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
     for a, b in base:
         lo, hi = int(np.searchsorted(tok_start, a)), int(np.searchsorted(tok_start, b))
         spans.append((a, b, lo, hi, not (mode == "auto" and hi - lo <= params.auto_tokens)))
-    if mode == "auto":  # a long stretch of punctuation alone has nothing for the heads to read
-        spans = [(a, b, lo, hi, "grid" if detect and hi - lo > FILLER_RUN and _letterless(text, a, b) else detect)
-                 for a, b, lo, hi, detect in spans]
+    if mode == "auto":  # a long stretch of punctuation alone, or of a few tokens repeated, has nothing for the heads
+        spans = [piece for span in spans for piece in _filler_pieces(text, doc, span)]
     todo = [(lo, hi) for a, b, lo, hi, detect in spans if detect is True]
     found = iter(())
     if todo:
@@ -382,7 +387,7 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
         if not detect:
             out.append((a, b))
             continue
-        starts = range(lo + FILLER_TOKENS, hi, FILLER_TOKENS) if detect == "grid" else next(found)
+        starts = _grid_starts(text, doc.offsets, lo, hi) if detect == "grid" else next(found)
         cuts = [int(doc.offsets[s, 0]) for s in starts]
         # the whitespace before a cut belongs to the unit before it
         edges = [a] + [c for c in cuts if a < c < b] + [b]
@@ -398,11 +403,79 @@ def find_units(text: str, encoder=None, doc=None, params: UnitParams | None = No
 #: separator row) is 104 tokens, and such lines keep the detector's cuts
 FILLER_RUN = 512
 FILLER_TOKENS = 32
+#: a stretch of at least ``FILLER_RUN`` tokens of a longer sentence is *repetitive* when its token ids
+#: (int32, little-endian) compress by zlib to at most this many bytes per token: ``'*a_' * N``, brackets
+#: around one letter, backticks and ``'`a' * N`` are 0.05-0.07, and are cut on the same grid as
+#: letterless runs (the detector committed only about 10 of its 64 tokens a window on backticks: 52×
+#: prose's time per byte, issue 49 item 9).  Real text is far above it: unpunctuated prose 1.9 at least,
+#: the least compressible stretch of a sentence over 120 tokens in the dev documents 0.68 (a changelog's
+#: list of commit links; docs/performance.md, "Hostile Markdown")
+FILLER_BYTES = 0.25
 
 
 def _letterless(text: str, a: int, b: int) -> bool:
     """Whether ``text[a:b]`` holds no letter or digit."""
     return _ALNUM.search(text, a, b) is None
+
+
+def _repetitive(ids: np.ndarray) -> bool:
+    """Whether the token ids ``ids`` are a few tokens repeated (:data:`FILLER_BYTES`)."""
+    raw = np.ascontiguousarray(ids, dtype="<i4").tobytes()
+    return len(zlib.compress(raw, 6)) <= FILLER_BYTES * len(ids)
+
+
+def _next_start(text: str, offsets: np.ndarray, i: int, end: int) -> int | None:
+    """The first token in ``[i, end)`` where a unit may start (:func:`_may_start`), or None."""
+    for j in range(max(i, 1), end):
+        if _may_start(text, offsets, j):
+            return j
+    return None
+
+
+def _grid_starts(text: str, offsets: np.ndarray, lo: int, hi: int) -> list[int]:
+    """Unit starts inside a filler stretch ``[lo, hi)``: every :data:`FILLER_TOKENS` tokens, each moved on to
+    the next token where a unit may start (no cut inside a word; a letterless stretch may start anywhere,
+    so its starts are exactly ``lo + FILLER_TOKENS, lo + 2 · FILLER_TOKENS, ...``).  O(hi − lo)."""
+    out, s = [], lo + FILLER_TOKENS
+    while s < hi:
+        j = _next_start(text, offsets, s, min(s + FILLER_TOKENS, hi))
+        if j is None:
+            s += FILLER_TOKENS
+            continue
+        out.append(j)
+        s = j + FILLER_TOKENS
+    return out
+
+
+def _filler_pieces(text: str, doc, span):
+    """``span = (a, b, lo, hi, detect)`` of :func:`find_units`, its filler marked ``"grid"``: the whole of a
+    letterless sentence of more than :data:`FILLER_RUN` tokens, and in a longer sentence with letters each
+    run of its :data:`FILLER_RUN`-token stretches (the last one takes the rest) that are
+    :func:`_repetitive`, the rest staying with the detector.  Any other span comes back as it is."""
+    a, b, lo, hi, detect = span
+    if detect is not True or hi - lo <= FILLER_RUN:
+        return [span]
+    if _letterless(text, a, b):
+        return [(a, b, lo, hi, "grid")]
+    n = (hi - lo) // FILLER_RUN
+    edges = [lo + k * FILLER_RUN for k in range(n)] + [hi]
+    kinds = ["grid" if _repetitive(doc.ids[s:e]) else True for s, e in zip(edges[:-1], edges[1:])]
+    if "grid" not in kinds:
+        return [span]
+    pieces: list[list] = []  # [first token, last token, kind], neighbours of one kind joined
+    for s, e, kind in zip(edges[:-1], edges[1:], kinds):
+        if pieces and pieces[-1][2] == kind:
+            pieces[-1][1] = e
+            continue
+        if pieces:  # a piece starts where a unit may (not inside a word), else joins the one before
+            s = _next_start(text, doc.offsets, s, e)
+            if s is None:
+                pieces[-1][1] = e
+                continue
+            pieces[-1][1] = s
+        pieces.append([s, e, kind])
+    chars = [a] + [int(doc.offsets[s, 0]) for s, _, _ in pieces[1:]] + [b]
+    return [(chars[k], chars[k + 1], s, e, kind) for k, (s, e, kind) in enumerate(pieces)]
 
 
 _ALNUM = regex.compile(r"[\p{L}\p{N}]")
@@ -448,3 +521,4 @@ def group_tiny_runs(units: Sequence[tuple[int, int]], tokens, breaks: Sequence[i
         out.append((start, units[j - 1][1]))
         i = j
     return out
+
