@@ -22,6 +22,7 @@ punctuation.
 
 from __future__ import annotations
 
+import bisect
 import zlib
 from dataclasses import dataclass
 from typing import Sequence
@@ -518,6 +519,66 @@ def group_tiny_runs(units: Sequence[tuple[int, int]], tokens, breaks: Sequence[i
                 out.append((start, units[k][0]))
                 start, size = units[k][0], 0
             size += tokens[k]
+        out.append((start, units[j - 1][1]))
+        i = j
+    return out
+
+
+#: a heading of at most this many tokens is short ("# H12", "## Notes"; a run of real ones in the dev Markdown,
+#: the 13 option headings of Node's cli.md, are 8-18 tokens, 14 in the middle)
+HEADING_TOKENS = 8
+
+
+def group_heading_runs(text: str, units: Sequence[tuple[int, int]], tokens,
+                       headings: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``units`` with every run of at least :data:`TINY_RUN` short headings (``headings``: the heading blocks'
+    spans, in order; each of at most :data:`HEADING_TOKENS` tokens, ``tokens [U]`` the units'), nothing but
+    whitespace between one and the next, joined into consecutive groups of at most :data:`TINY_GROUP` tokens
+    that start at a heading; other units unchanged.
+
+    A heading is a Markdown block of its own, so :func:`group_tiny_runs` never joins two; 16 KB of
+    ``'# H{i}\n'`` was 2,139 units, one model call and one row of the search each (14× prose's time per
+    byte, memory growing with the headings).  A document's title over its subtitle, or a few headings in a
+    row, stay as they are: the longest run of headings in the dev Markdown is 13, none of them short.  O(U + H).
+    """
+    tokens = [int(t) for t in tokens]
+    if len(tokens) != len(units):
+        raise HeadsegError(f"{len(units)} units but {len(tokens)} token counts")
+    if len(headings) < TINY_RUN:
+        return list(units)
+    starts = [h[0] for h in headings]
+    owner, size = [], [0] * len(headings)  # each unit's heading (-1: none), each heading's tokens
+    for (a, _), t in zip(units, tokens):
+        k = bisect.bisect_right(starts, a) - 1
+        k = k if k >= 0 and a < headings[k][1] else -1
+        owner.append(k)
+        if k >= 0:
+            size[k] += t
+    # runs of short headings, each right after the one before: run[k] is the first heading of k's run
+    run = list(range(len(headings)))
+    for k in range(1, len(headings)):
+        (_, e0), (s1, _) = headings[k - 1], headings[k]
+        if size[k - 1] <= HEADING_TOKENS and size[k] <= HEADING_TOKENS and e0 <= s1 and not text[e0:s1].strip():
+            run[k] = run[k - 1]
+    length = {}
+    for r in run:
+        length[r] = length.get(r, 0) + 1
+    out: list[tuple[int, int]] = []
+    i, n = 0, len(units)
+    while i < n:
+        k = owner[i]
+        if k < 0 or length[run[k]] < TINY_RUN or size[k] > HEADING_TOKENS:
+            out.append(units[i])
+            i += 1
+            continue
+        start, total, j = units[i][0], 0, i
+        while j < n and owner[j] >= 0 and run[owner[j]] == run[k]:
+            if j > i and owner[j] != owner[j - 1] and total + size[owner[j]] > TINY_GROUP:
+                out.append((start, units[j][0]))
+                start, total = units[j][0], 0
+            if j == i or owner[j] != owner[j - 1]:
+                total += size[owner[j]]
+            j += 1
         out.append((start, units[j - 1][1]))
         i = j
     return out

@@ -1,7 +1,7 @@
 """A long sentence that is a few tokens repeated (``'*a_' * N``, ``'[' * N + 'x' + ']' * N``, backticks
 and ``'`a' * N``) is cut into fixed pieces without the unit detector, like a letterless one (issue 49,
-item 9).  The cost of each hostile kind grows linearly and each model call carries many tokens: counted
-in model windows and units, never time."""
+item 9), and a run of short headings is read in groups (item 7).  The cost of each hostile kind grows
+linearly and each model call carries many tokens: counted in model windows and units, never time."""
 
 from __future__ import annotations
 
@@ -43,14 +43,14 @@ class Counts:
         monkeypatch.setattr(encode_mod, "unit_windows", counted_windows)
 
 
-KINDS = ["*a_", "brackets", "backticks", "stars", "dots"]
+KINDS = ["*a_", "brackets", "backticks", "stars", "dots", "headings"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_hostile_cost_grows_linearly_in_model_windows(seg, monkeypatch, kind):
     """No detector window; unit windows about 4× for a 4× larger input, each carrying 16 tokens or more
     on average (prose's sentences: about 25).  Before (this model, 2 and 8 KB): '*a_' 82 -> 332 detector
-    windows, brackets 54 -> 218, backticks 57 -> 234"""
+    windows, brackets 54 -> 218, backticks 57 -> 234; headings 302 unit windows of 3.8 tokens."""
     got = []
     for n in (2_000, 8_000):
         c = Counts(monkeypatch)
