@@ -408,9 +408,9 @@ FILLER_TOKENS = 32
 #: (int32, little-endian) compress by zlib to at most this many bytes per token: ``'*a_' * N``, brackets
 #: around one letter, backticks and ``'`a' * N`` are 0.05-0.07, and are cut on the same grid as
 #: letterless runs (the detector committed only about 10 of its 64 tokens a window on backticks: 52×
-#: prose's time per byte, issue 49 item 9).  Real text is far above it: unpunctuated prose 1.9 at least,
-#: the least compressible stretch of a sentence over 120 tokens in the dev documents 0.68 (a changelog's
-#: list of commit links; docs/performance.md, "Hostile Markdown")
+#: prose's time per byte, issue 49 item 9).  Real text is far above it: unpunctuated prose 1.9 at least;
+#: of the stretches with letters of every sentence over 120 tokens in the dev documents, the most
+#: compressible is 0.68 (a changelog's list of commit links; docs/performance.md, "Hostile Markdown")
 FILLER_BYTES = 0.25
 
 
