@@ -215,10 +215,10 @@ def run_measured(cmd: list[str], env: dict[str, str] | None = None) -> dict:
             "out": out, "err": err}
 
 
-def timed_segment(seg, text: str):
-    """``(result, seconds)`` of ``seg.segment(text)``; exits if the segments do not tile the text."""
+def timed_segment(seg, text: str, **options):
+    """``(result, seconds)`` of ``seg.segment(text, **options)``; exits if the segments do not tile the text."""
     t0 = time.perf_counter()
-    result = seg.segment(text)
+    result = seg.segment(text, **options)
     secs = time.perf_counter() - t0
     if "".join(s.text for s in result) != text:
         raise SystemExit("offset invariant broken")

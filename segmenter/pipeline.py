@@ -47,7 +47,7 @@ from .structure import SourceText, resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
 from .topics import TopicParams, document_boundaries
-from .units import UnitParams, find_units, group_tiny_runs
+from .units import UnitParams, find_units, group_heading_runs, group_tiny_runs
 
 __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOptions", "DEFAULT_BATCH_DOCS",
            "DEFAULT_BATCH_CHARS", "UNIT_MODES"]
@@ -255,6 +255,9 @@ class Pipeline:
             units = self.units(text, doc=tokens, sentence_splitter=splitter, progress=progress)
             if structure is not None:
                 units = split_at_blocks(text, units, structure)  # no unit straddles a block
+                # ...but a long run of short headings is read in groups, as tiny units are
+                units = group_heading_runs(text, units, np.diff(unit_token_ranges(tokens, units), axis=1)[:, 0],
+                                           [(h.start, h.end) for h in structure.headings])
             ranges = unit_token_ranges(tokens, units)
             units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
                                     structure.breaks() if structure is not None else ())

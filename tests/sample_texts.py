@@ -38,3 +38,8 @@ UNRELATED_TEXT = (
     "camera. The price is lower than last year's model. Shops expect long queues. "
     "The company sold a million units in a week.\n"
 )
+
+#: about 700 tokens of words and no punctuation: one sentence, as a transcript's, far from repetitive
+WORDS = " ".join(f"the {w} of {v} went home and" for w in ("river", "council", "engine", "garden", "letter",
+                                                            "market", "doctor", "winter", "school", "bridge")
+                 for v in ("salt", "iron", "bread", "music", "glass", "paper", "stone", "cloth", "wheat", "light"))

@@ -10,6 +10,7 @@ from headseg.analysis.text import tokenize
 from headseg.api import Segmenter
 from headseg.segmenter import units as units_mod
 from headseg.segmenter.encode import UnitEncoder
+from sample_texts import WORDS
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,10 @@ def test_a_letterless_sentence_costs_no_detector_call(seg, monkeypatch, run):
     assert max(tokens) <= units_mod.FILLER_TOKENS + 2 and len(spans) >= 2
 
 
-def test_letters_in_the_sentence_keep_the_detector(seg, monkeypatch):
-    calls, _ = _units(seg, monkeypatch, "*" * 1000 + "a" + "*" * 1000)
+def test_words_in_the_sentence_keep_the_detector(seg, monkeypatch):
+    """A sentence of real words (no punctuation) goes through the detector; a run of one letter among the
+    symbols (``'*' * 1000 + 'a' + '*' * 1000``) is repetitive, tests/segmenter/test_repetitive_runs.py."""
+    calls, _ = _units(seg, monkeypatch, "*" * 1000 + " " + WORDS)
     assert sum(calls) > 0
 
 
