@@ -47,7 +47,8 @@ from .structure import SourceText, resolve_structure
 from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, check_batch_sizes, check_errors, checked,
                      iter_batches, iterable_of, segment_batch)
 from .topics import TopicParams, document_boundaries
-from .units import UnitParams, find_units, group_heading_runs, group_tiny_runs
+from .runs import group_heading_runs, group_tiny_runs
+from .units import UnitParams, find_units
 
 __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOptions", "DEFAULT_BATCH_DOCS",
            "DEFAULT_BATCH_CHARS", "UNIT_MODES"]

@@ -8,7 +8,7 @@ import pytest
 
 from headseg.analysis.errors import HeadsegError
 from headseg.segmenter.structure import read_markdown
-from headseg.segmenter.units import HEADING_TOKENS, TINY_GROUP, TINY_RUN, group_heading_runs
+from headseg.segmenter.runs import HEADING_TOKENS, TINY_GROUP, TINY_RUN, group_heading_runs
 
 
 def _group(text, tokens_per_line):

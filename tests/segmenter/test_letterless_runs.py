@@ -8,6 +8,7 @@ import pytest
 
 from headseg.analysis.text import tokenize
 from headseg.api import Segmenter
+from headseg.segmenter import runs as runs_mod
 from headseg.segmenter import units as units_mod
 from headseg.segmenter.encode import UnitEncoder
 from sample_texts import WORDS
@@ -33,7 +34,7 @@ def test_a_letterless_sentence_costs_no_detector_call(seg, monkeypatch, run):
     calls, spans = _units(seg, monkeypatch, run)
     assert calls == []  # before: dozens of 64-token windows
     tokens = [len(tokenize(run[a:b], seg.encoder.tokenizer)) for a, b in spans]
-    assert max(tokens) <= units_mod.FILLER_TOKENS + 2 and len(spans) >= 2
+    assert max(tokens) <= runs_mod.FILLER_TOKENS + 2 and len(spans) >= 2
 
 
 def test_words_in_the_sentence_keep_the_detector(seg, monkeypatch):
@@ -53,4 +54,4 @@ def test_a_wide_table_row_keeps_the_detector(seg, monkeypatch):
     touched: only runs of more than ``FILLER_RUN`` tokens are cut on the grid."""
     row = "|" + "---:|" * 60
     calls, _ = _units(seg, monkeypatch, row)
-    assert len(tokenize(row, seg.encoder.tokenizer)) <= units_mod.FILLER_RUN and sum(calls) > 0
+    assert len(tokenize(row, seg.encoder.tokenizer)) <= runs_mod.FILLER_RUN and sum(calls) > 0

@@ -14,7 +14,8 @@ from headseg.api import Segmenter
 from headseg.segmenter import encode as encode_mod
 from headseg.segmenter import units as units_mod
 from headseg.segmenter.encode import UnitEncoder
-from headseg.segmenter.units import FILLER_RUN, FILLER_TOKENS, _may_start, _repetitive
+from headseg.segmenter.runs import FILLER_RUN, FILLER_TOKENS, _repetitive
+from headseg.segmenter.runs import may_start as _may_start
 from sample_texts import WORDS
 
 
@@ -99,8 +100,8 @@ def test_only_the_repetitive_stretch_of_a_sentence_skips_the_detector(seg, monke
 
 def test_an_ordinary_long_sentence_is_detected_as_before(seg, monkeypatch):
     """A long sentence with nothing repeated stays one detector range, as before."""
-    real, pieces = units_mod._filler_pieces, []
-    monkeypatch.setattr(units_mod, "_filler_pieces", lambda *a: pieces.append(real(*a)) or pieces[-1])
+    real, pieces = units_mod.filler_pieces, []
+    monkeypatch.setattr(units_mod, "filler_pieces", lambda *a: pieces.append(real(*a)) or pieces[-1])
     calls, _ = _detected(seg, monkeypatch, WORDS + " " + WORDS.upper())
     long = [p for p in pieces if p[0][3] - p[0][2] > FILLER_RUN]
     assert calls > 0 and long and all(len(p) == 1 and p[0][4] is True for p in long)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from headseg.analysis.errors import HeadsegError
-from headseg.segmenter.units import TINY_GROUP, TINY_RUN, TINY_TOKENS, group_tiny_runs
+from headseg.segmenter.runs import TINY_GROUP, TINY_RUN, TINY_TOKENS, group_tiny_runs
 
 
 def _tile(lengths):
