@@ -2,12 +2,14 @@
 
 Under ``max_tokens`` alone the search runs with a size target (0.6 · N) and once without it; the
 boundaries of the search without a target whose evidence reaches ``KEEP_APART`` (3 standard
-deviations) must survive the target.  How they survive is :func:`headseg.segmenter.apart.keep_apart`
+deviations) or whose confidence reaches ``KEEP_APART_CONFIDENCE`` (0.85) must survive the target.  How they survive is :func:`headseg.segmenter.apart.keep_apart`
 (read by the topic search as ``topics.keep_apart``); this script swaps it for the alternatives and
 prints chunks / IoU / recall (×100) per budget:
 
 * ``move``: the target's nearest cut moves onto it when it lies within half a target (in tokens) and
-  the limits allow; otherwise it is added (the product);
+  the limits allow; otherwise it is added (the product: kept apart are the boundaries of evidence
+  ``KEEP_APART`` or confidence ``KEEP_APART_CONFIDENCE``);
+* ``move-z``: the same with evidence alone deciding which are kept apart;
 * ``add``: each such boundary is added to the target's cuts;
 * ``off``: none kept apart (the rule before issue 48);
 * ``skip``: it is left out where the target already cuts within half a target of it.
@@ -26,7 +28,7 @@ import numpy as np
 
 from benchmarks.common import data_root
 
-VARIANTS = ("move", "add", "off", "skip")
+VARIANTS = ("move", "move-z", "add", "off", "skip")
 
 
 def _near_cut(at: np.ndarray, cuts, c: int, slack: float):
@@ -37,10 +39,19 @@ def _near_cut(at: np.ndarray, cuts, c: int, slack: float):
 
 def variant(name: str):
     """A replacement for ``topics.keep_apart`` (None: the product's own); each returns the cuts."""
-    from headseg.segmenter import evidence
+    from headseg.segmenter import apart, evidence
+    from headseg.segmenter.request import KEEP_APART_CONFIDENCE
 
     def sure(x, weights, free, conf, request, params):
-        return evidence.sure_of(x, weights, free, conf, request.keep_apart, request.min_confidence or 0.0, params)
+        strong = set(evidence.sure_of(x, weights, free, conf, request.keep_apart, 0.0, params))
+        return [c for c, s in zip(free, conf) if c in strong or (s is not None and s >= KEEP_APART_CONFIDENCE)]
+
+    def move_z(*args, **kwargs):
+        keep, apart.KEEP_APART_CONFIDENCE = apart.KEEP_APART_CONFIDENCE, float("inf")
+        try:
+            return apart.keep_apart(*args, **kwargs)
+        finally:
+            apart.KEEP_APART_CONFIDENCE = keep
 
     def add(x, weights, tokens, found, free, conf, request, params=None, spans=None):
         return sorted(set(found) | set(sure(x, weights, free, conf, request, params)))
@@ -53,7 +64,7 @@ def variant(name: str):
         return sorted(set(found) | {c for c in sure(x, weights, free, conf, request, params)
                                     if c in found or _near_cut(at, found, c, 0.5 * request.target_tokens) is None})
 
-    return {"move": None, "add": add, "off": off, "skip": skip}[name]
+    return {"move": None, "move-z": move_z, "add": add, "off": off, "skip": skip}[name]
 
 
 def main() -> None:

@@ -1,8 +1,8 @@
 """A size target never glues two subjects (issue 48): which boundaries it must keep, and where.
 
 Under ``max_tokens`` alone the search runs with a size target and once without it; a boundary of the
-search without a target whose evidence reaches ``request.keep_apart`` (:func:`evidence.sure_of`) is
-one the target must not merge away.  :func:`keep_apart` puts those into the target's cuts, moving the
+search without a target whose evidence reaches ``request.keep_apart`` (:func:`evidence.sure_of`), or
+whose confidence is high, is one the target must not merge away.  :func:`keep_apart` puts those into the target's cuts, moving the
 target's nearest cut where that keeps the chunks about as many (docs/segmenter.md, "Boundaries as
 evidence"; ``python -m benchmarks.keep_apart`` measures the alternatives).
 """
@@ -15,14 +15,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from .evidence import EvidenceParams, sure_of
-from .request import KEEP_APART_MOVE, SearchRequest
+from .request import KEEP_APART_CONFIDENCE, KEEP_APART_MOVE, SearchRequest
 
 
 def keep_apart(x: np.ndarray, weights: np.ndarray | None, tokens, found: Sequence[int], free: Sequence[int],
                free_confidence: Sequence[float], request: SearchRequest, params: EvidenceParams | None = None,
                spans: Sequence[tuple[int, int]] | None = None) -> list[int]:
     """The size target's cuts ``found`` (unit indices) with those of ``free`` (the search without a target,
-    their confidences ``free_confidence``) that the target must never merge away.
+    their confidences ``free_confidence``) that the target must never merge away: those whose evidence
+    reaches ``request.keep_apart`` or whose confidence reaches
+    :data:`~headseg.segmenter.request.KEEP_APART_CONFIDENCE` (and ``request.min_confidence``, where given).
 
     ``x [U, D]``: the unit vectors; ``weights [U]``: the units' weights in the scatter (None: equal);
     ``tokens [U]``: their token counts; ``spans``: their character spans (for ``request.max_chars``).
@@ -37,7 +39,10 @@ def keep_apart(x: np.ndarray, weights: np.ndarray | None, tokens, found: Sequenc
     """
     if request.target_tokens is None or request.keep_apart is None:
         raise ValueError("keep_apart needs a request with a size target and a keep_apart level")
-    sure = sure_of(x, weights, free, free_confidence, request.keep_apart, request.min_confidence or 0.0, params)
+    floor = request.min_confidence or 0.0
+    strong = set(sure_of(x, weights, free, free_confidence, request.keep_apart, floor, params))
+    sure = [int(c) for c, s in zip(free, free_confidence)
+            if c in strong or (s is not None and s >= max(KEEP_APART_CONFIDENCE, floor))]
     cuts = [int(c) for c in found]
     if set(sure) <= set(cuts):
         return cuts

@@ -25,6 +25,10 @@ TARGET_FRACTION = 0.6
 #: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose evidence reaches
 #: this many standard deviations stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
 KEEP_APART = 3.0
+#: ... and so does one whose confidence reaches this (the calibration's top step, 0.893): a short text's
+#: paragraphs of two sentences each cannot reach 3 standard deviations among six units (three unrelated
+#: ones of 140 tokens: z 1.2 and 1.6, confidence 0.893 each), and were one chunk under ``max_tokens=256``
+KEEP_APART_CONFIDENCE = 0.85
 #: ... in place of the target's nearest cut when that lies within this share of the target (in tokens),
 #: so that the chunks stay about as many as the target's (``apart.keep_apart``, ``benchmarks.keep_apart``)
 KEEP_APART_MOVE = 0.5
@@ -86,4 +90,4 @@ class SearchRequest:
             raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
 
 
-__all__ = ("KEEP_APART", "KEEP_APART_MOVE", "SearchRequest", "TARGET_FRACTION", "default_target")
+__all__ = ("KEEP_APART", "KEEP_APART_CONFIDENCE", "KEEP_APART_MOVE", "SearchRequest", "TARGET_FRACTION", "default_target")

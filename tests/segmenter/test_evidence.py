@@ -199,6 +199,29 @@ def test_a_size_limit_never_glues_two_subjects_together(segmenter):
     assert all(s.token_count <= 256 for s in result)
 
 
+SHORT_THREE = (
+    "The forecast for the weekend promises clear skies on Saturday, with temperatures climbing to twenty-four "
+    "degrees by the afternoon. A light breeze from the west should keep the evening pleasant, though clouds may "
+    "gather late on Sunday.\n\n"
+    "To make the soup, soften two chopped onions in butter, then add a kilo of diced pumpkin and a litre of "
+    "vegetable stock. Simmer for twenty minutes, blend until smooth and season with nutmeg, salt and a little "
+    "cream.\n\n"
+    "The home side scored twice in the last ten minutes to win the derby, after trailing for most of the match. "
+    "Their coach praised the substitutes, who changed the game, and the fans stayed long after the final "
+    "whistle to celebrate.\n")
+
+
+@pytest.mark.parametrize("max_tokens", [256, 512])
+def test_short_paragraphs_of_unrelated_subjects_stay_apart_under_a_size_limit(segmenter, max_tokens):
+    # two sentences a paragraph, 140 tokens in all: six units cannot give 3 standard deviations of evidence
+    # (z 1.2 and 1.6), but the boundaries' confidence is the calibration's top step; they were one chunk
+    paragraphs = SHORT_THREE.split("\n\n")
+    free = segmenter.segment(SHORT_THREE)
+    assert [s.start for s in free] == [0, SHORT_THREE.index(paragraphs[1]), SHORT_THREE.index(paragraphs[2])]
+    assert sum(s.token_count for s in free) < 0.6 * max_tokens  # the whole text is under the target
+    assert [s.start for s in segmenter.segment(SHORT_THREE, max_tokens=max_tokens)] == [s.start for s in free]
+
+
 def test_the_unit_level_has_no_confidence(segmenter):
     assert all(s.confidence is None for s in segmenter.segment(THREE, level="unit"))
 
