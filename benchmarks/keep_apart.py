@@ -39,12 +39,11 @@ def _near_cut(at: np.ndarray, cuts, c: int, slack: float):
 
 def variant(name: str):
     """A replacement for ``topics.keep_apart`` (None: the product's own); each returns the cuts."""
-    from headseg.segmenter import apart, evidence
-    from headseg.segmenter.request import KEEP_APART_CONFIDENCE
+    from headseg.segmenter import apart
+    from headseg.segmenter.topics import TopicParams
 
     def sure(x, weights, free, conf, request, params):
-        strong = set(evidence.sure_of(x, weights, free, conf, request.keep_apart, 0.0, params))
-        return [c for c, s in zip(free, conf) if c in strong or (s is not None and s >= KEEP_APART_CONFIDENCE)]
+        return apart.kept_apart(x, weights, free, conf, request, params, TopicParams().min_evidence)
 
     def move_z(*args, **kwargs):
         keep, apart.KEEP_APART_CONFIDENCE = apart.KEEP_APART_CONFIDENCE, float("inf")
@@ -53,13 +52,13 @@ def variant(name: str):
         finally:
             apart.KEEP_APART_CONFIDENCE = keep
 
-    def add(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+    def add(x, weights, tokens, found, free, conf, request, params=None, spans=None, min_evidence=0.0):
         return sorted(set(found) | set(sure(x, weights, free, conf, request, params)))
 
-    def off(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+    def off(x, weights, tokens, found, free, conf, request, params=None, spans=None, min_evidence=0.0):
         return list(found)
 
-    def skip(x, weights, tokens, found, free, conf, request, params=None, spans=None):
+    def skip(x, weights, tokens, found, free, conf, request, params=None, spans=None, min_evidence=0.0):
         at = np.concatenate([[0], np.cumsum(np.asarray(tokens, dtype=np.float64))])
         return sorted(set(found) | {c for c in sure(x, weights, free, conf, request, params)
                                     if c in found or _near_cut(at, found, c, 0.5 * request.target_tokens) is None})

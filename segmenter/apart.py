@@ -1,8 +1,8 @@
 """A size target never glues two subjects (issue 48): which boundaries it must keep, and where.
 
 Under ``max_tokens`` alone the search runs with a size target and once without it; a boundary of the
-search without a target whose evidence reaches ``request.keep_apart`` (:func:`evidence.sure_of`), or
-whose confidence is high, is one the target must not merge away.  :func:`keep_apart` puts those into the target's cuts, moving the
+search without a target whose evidence reaches ``request.keep_apart``, or whose confidence is high and
+evidence passes the gate (:func:`kept_apart`), is one the target must not merge away.  :func:`keep_apart` puts those into the target's cuts, moving the
 target's nearest cut where that keeps the chunks about as many (docs/segmenter.md, "Boundaries as
 evidence"; ``python -m benchmarks.keep_apart`` measures the alternatives).
 """
@@ -14,17 +14,38 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .evidence import EvidenceParams, sure_of
+from .evidence import EvidenceParams, boundary_z, project
 from .request import KEEP_APART_CONFIDENCE, KEEP_APART_MOVE, SearchRequest
+
+
+def kept_apart(x: np.ndarray, weights: np.ndarray | None, free: Sequence[int], free_confidence: Sequence[float],
+               request: SearchRequest, params: EvidenceParams | None = None, min_evidence: float = 0.0) -> list[int]:
+    """The boundaries of ``free`` a size target must not merge away: those whose evidence beside their
+    neighbours reaches ``request.keep_apart``, or reaches ``min_evidence`` (the gate's own threshold) with a
+    confidence of at least :data:`~headseg.segmenter.request.KEEP_APART_CONFIDENCE`; each at or above
+    ``request.min_confidence`` where given.  The confidence alone is not enough: between segments of a
+    unit or two it is high whatever the evidence (the length term), and such boundaries kept apart made
+    chunks of single sentences under a budget of two.  Cost: one test per boundary."""
+    p = params or EvidenceParams()
+    y = project(x, p)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    edges, floor = [0, *free, len(x)], request.min_confidence or 0.0
+    out = []
+    for i, (c, s) in enumerate(zip(free, free_confidence), start=1):
+        s = 0.0 if s is None else float(s)
+        if s < floor:
+            continue
+        z = boundary_z(y, w, edges[i - 1], c, edges[i + 1], p)[0]
+        if z >= request.keep_apart or (z >= min_evidence and s >= KEEP_APART_CONFIDENCE):
+            out.append(int(c))
+    return out
 
 
 def keep_apart(x: np.ndarray, weights: np.ndarray | None, tokens, found: Sequence[int], free: Sequence[int],
                free_confidence: Sequence[float], request: SearchRequest, params: EvidenceParams | None = None,
-               spans: Sequence[tuple[int, int]] | None = None) -> list[int]:
+               spans: Sequence[tuple[int, int]] | None = None, min_evidence: float = 0.0) -> list[int]:
     """The size target's cuts ``found`` (unit indices) with those of ``free`` (the search without a target,
-    their confidences ``free_confidence``) that the target must never merge away: those whose evidence
-    reaches ``request.keep_apart`` or whose confidence reaches
-    :data:`~headseg.segmenter.request.KEEP_APART_CONFIDENCE` (and ``request.min_confidence``, where given).
+    their confidences ``free_confidence``) that the target must never merge away (:func:`kept_apart`).
 
     ``x [U, D]``: the unit vectors; ``weights [U]``: the units' weights in the scatter (None: equal);
     ``tokens [U]``: their token counts; ``spans``: their character spans (for ``request.max_chars``).
@@ -39,10 +60,7 @@ def keep_apart(x: np.ndarray, weights: np.ndarray | None, tokens, found: Sequenc
     """
     if request.target_tokens is None or request.keep_apart is None:
         raise ValueError("keep_apart needs a request with a size target and a keep_apart level")
-    floor = request.min_confidence or 0.0
-    strong = set(sure_of(x, weights, free, free_confidence, request.keep_apart, floor, params))
-    sure = [int(c) for c, s in zip(free, free_confidence)
-            if c in strong or (s is not None and s >= max(KEEP_APART_CONFIDENCE, floor))]
+    sure = kept_apart(x, weights, free, free_confidence, request, params, min_evidence)
     cuts = [int(c) for c in found]
     if set(sure) <= set(cuts):
         return cuts
@@ -72,4 +90,4 @@ def keep_apart(x: np.ndarray, weights: np.ndarray | None, tokens, found: Sequenc
     return cuts
 
 
-__all__ = ("keep_apart",)
+__all__ = ("keep_apart", "kept_apart")

@@ -25,7 +25,8 @@ TARGET_FRACTION = 0.6
 #: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose evidence reaches
 #: this many standard deviations stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
 KEEP_APART = 3.0
-#: ... and so does one whose confidence reaches this (the calibration's top step, 0.893): a short text's
+#: ... and so does one whose confidence reaches this (the calibration's top step, 0.893) while its evidence
+#: passes the gate (``TopicParams.min_evidence``; ``apart.kept_apart``): a short text's
 #: paragraphs of two sentences each cannot reach 3 standard deviations among six units (three unrelated
 #: ones of 140 tokens: z 1.2 and 1.6, confidence 0.893 each), and were one chunk under ``max_tokens=256``
 KEEP_APART_CONFIDENCE = 0.85

@@ -417,7 +417,7 @@ def document_boundaries(doc: Document, x: np.ndarray, request: SearchRequest, pa
         free = document_boundaries(doc, x, replace(request, target_tokens=None, keep_apart=None), params,
                                    headings_up_to, allowed, memo)
         cuts = keep_apart(x, unit_weights(tokens, params), tokens, found.cuts, free.cuts, free.confidence,
-                          request, params.evidence, doc.units)
+                          request, params.evidence, doc.units, params.min_evidence)
         found = split_at(x, tokens, cuts, params) if cuts != list(found.cuts) else found
     return found
 
