@@ -2,9 +2,10 @@
 
 Under ``max_tokens`` alone the search runs with a size target and once without it; a boundary of the
 search without a target whose evidence reaches ``request.keep_apart``, or whose confidence is high and
-evidence passes the gate (:func:`kept_apart`), is one the target must not merge away.  :func:`keep_apart` puts those into the target's cuts, moving the
-target's nearest cut where that keeps the chunks about as many (docs/segmenter.md, "Boundaries as
-evidence"; ``python -m benchmarks.keep_apart`` measures the alternatives).
+evidence passes the gate (:func:`kept_apart`), is one the target must not merge away.
+:func:`keep_apart` puts those into the target's cuts, moving the target's nearest cut where that keeps
+the chunks about as many (docs/segmenter.md, "Boundaries as evidence"; ``python -m
+benchmarks.keep_apart`` measures the alternatives).
 """
 
 from __future__ import annotations
