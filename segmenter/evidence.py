@@ -281,24 +281,10 @@ def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence
                for i in range(1, last))
 
 
-def sure_of(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], sure: Sequence[float],
-            min_evidence: float, min_confidence: float = 0.0, params: EvidenceParams | None = None) -> list[int]:
-    """The boundaries of ``cuts`` (their confidences ``sure``) whose evidence beside their neighbours reaches
-    ``min_evidence`` and confidence ``min_confidence``: those a size target must never merge away (issue 48).
-    Cost: one test per boundary."""
-    params = params or EvidenceParams()
-    y = project(x, params)
-    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
-    edges = [0, *cuts, len(x)]
-    return [c for i, (c, s) in enumerate(zip(cuts, sure), start=1)
-            if s >= min_confidence and boundary_z(y, w, edges[i - 1], c, edges[i + 1], params)[0] >= min_evidence]
-
-
 def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
                 params: EvidenceParams | None = None) -> list[float]:
     """The confidence of each boundary of ``cuts`` beside its neighbours (none removed)."""
     return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
 
 
-__all__ = ("EvidenceParams", "any_evidence", "boundary_z", "confidence", "confidences", "gate", "project", "score",
-           "sure_of")
+__all__ = ("EvidenceParams", "any_evidence", "boundary_z", "confidence", "confidences", "gate", "project", "score")
