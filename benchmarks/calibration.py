@@ -66,7 +66,7 @@ def cached(seg, name: str, limit: int | None, folder: Path) -> list[dict]:
 def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
     """``(confidence, z, n, right)`` of every boundary headseg keeps in ``docs``."""
     from headseg.segmenter.evaluation.loaders import snap_offsets
-    from headseg.segmenter.evidence import boundary_z, project
+    from headseg.segmenter.evidence import boundary_evidence, evidence_input
     from headseg.segmenter.options import SegmentOptions
     from headseg.segmenter.topics import document_boundaries, unit_weights
 
@@ -80,11 +80,11 @@ def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
         if not found.cuts:
             continue
         ev = seg.params.evidence
-        y, w = project(x, ev), unit_weights(doc.unit_tokens, seg.params)
+        t = evidence_input(x, unit_weights(doc.unit_tokens, seg.params), ev)
         edges = [0, *found.cuts, len(x)]
         hyp = snap_offsets([doc.units[c][0] for c in found.cuts], d["starts"], len(d["text"]))
         for i, (sure, h) in enumerate(zip(found.confidence, hyp), start=1):
-            z, n = boundary_z(y, w, edges[i - 1], edges[i], edges[i + 1], ev)
+            z, n = boundary_evidence(t, edges[i - 1], edges[i], edges[i + 1], ev)
             out.append((sure, z, n, int(any(abs(h - b) <= 1 for b in d["bounds"]))))
     return out
 

@@ -16,12 +16,14 @@ Each text's unit vectors (and the baseline's embeddings) are computed once into 
 option setting is a search per text with the real calls of ``Segmenter.segment``:
 ``seg.document(text, options)``, ``get_level(options.level).strategy(doc, x, options.request(),
 LevelContext(...))``.  ``--set NAME=V1,V2,...`` (any ``SegmentOptions`` field, or ``params.NAME`` for a
-``TopicParams`` knob; repeat it for a grid) prints one table per setting: the trade-off curve of one
-knob (issue 48's: ``--set params.min_evidence=-inf,0,0.5,1,1.5,2``).
+``TopicParams`` knob, ``params.evidence.NAME`` for an ``EvidenceParams`` one; repeat it for a grid)
+prints one table per setting: the trade-off curve of one knob (issue 48's: ``--set
+params.min_evidence=-inf,0,0.5,1,1.5,2``).
 
     python -m benchmarks.short_exact                                   # today's defaults
     python -m benchmarks.short_exact --set penalty=0.5,1,2 --json runs/short_exact.json
     python -m benchmarks.short_exact --limit 5 --no-baseline           # a quick look
+    python -m benchmarks.short_exact --set params.evidence.likeness_weight=0,4 --set params.min_evidence=0.75,1.5
 """
 
 from __future__ import annotations
@@ -89,13 +91,16 @@ def parse_value(v: str):
 
 
 def settings(specs: list[str]) -> list[dict]:
-    """The grid of ``NAME=V1,V2`` specs (``SegmentOptions`` fields, or ``params.NAME`` for a
-    :class:`~headseg.segmenter.topics.TopicParams` knob such as ``params.min_evidence``), ``[{}]`` for the
-    defaults alone."""
+    """The grid of ``NAME=V1,V2`` specs (``SegmentOptions`` fields, ``params.NAME`` for a
+    :class:`~headseg.segmenter.topics.TopicParams` knob such as ``params.min_evidence``, or
+    ``params.evidence.NAME`` for one of its :class:`~headseg.segmenter.evidence.EvidenceParams`), ``[{}]``
+    for the defaults alone."""
+    from headseg.segmenter.evidence import EvidenceParams
     from headseg.segmenter.options import SegmentOptions
     from headseg.segmenter.topics import TopicParams
 
-    names = {f.name for f in fields(SegmentOptions)} | {"params." + f.name for f in fields(TopicParams)}
+    names = ({f.name for f in fields(SegmentOptions)} | {"params." + f.name for f in fields(TopicParams)}
+             | {"params.evidence." + f.name for f in fields(EvidenceParams)})
     axes = []
     for spec in specs:
         name, _, values = spec.partition("=")
@@ -142,10 +147,13 @@ def headseg_boundaries(seg, docs: list, opts: dict, store: Store) -> dict[str, l
     from headseg.segmenter.options import SegmentOptions
 
     knobs = {k.split(".", 1)[1]: v for k, v in opts.items() if k.startswith("params.")}
+    evidence = {k.split(".", 1)[1]: knobs.pop(k) for k in list(knobs) if k.startswith("evidence.")}
     options = SegmentOptions(**{k: v for k, v in opts.items() if not k.startswith("params.")})
     level = get_level(options.level)
     request = options.request()
-    context = LevelContext(replace(seg.params, **knobs), "",
+    params = replace(seg.params, **knobs)
+    params = replace(params, evidence=replace(params.evidence, **evidence)) if evidence else params
+    context = LevelContext(params, "",
                            MappingProxyType({n: getattr(options, n) for n in sorted(level.options)}))
     out = {}
     for d in docs:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .evidence import EvidenceParams, boundary_z, project
+from .evidence import EvidenceParams, boundary_evidence, evidence_input
 from .request import KEEP_APART_CONFIDENCE, KEEP_APART_MOVE, SearchRequest
 
 
@@ -28,15 +28,14 @@ def kept_apart(x: np.ndarray, weights: np.ndarray | None, free: Sequence[int], f
     unit or two it is high whatever the evidence (the length term), and such boundaries kept apart made
     chunks of single sentences under a budget of two.  Cost: one test per boundary."""
     p = params or EvidenceParams()
-    y = project(x, p)
-    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    t = evidence_input(x, weights, p)
     edges, floor = [0, *free, len(x)], request.min_confidence or 0.0
     out = []
     for i, (c, s) in enumerate(zip(free, free_confidence), start=1):
         s = 0.0 if s is None else float(s)
         if s < floor:
             continue
-        z = boundary_z(y, w, edges[i - 1], c, edges[i + 1], p)[0]
+        z = boundary_evidence(t, edges[i - 1], c, edges[i + 1], p)[0]
         if z >= request.keep_apart or (z >= min_evidence and s >= KEEP_APART_CONFIDENCE):
             out.append(int(c))
     return out

@@ -10,9 +10,11 @@ after it, each at most ``EvidenceParams.reach`` units away), the statistic is th
 saves, ``S(a, b) − S(a, m) − S(m, b)`` with ``S`` the weighted scatter of the search
 (:class:`~headseg.segmenter.search.SegmentCost`).  Its null: the same units in a random order, cut
 at the *best* place (the search chose ``m`` among many places, so the null takes the best of all of
-them); ``draws`` shuffles.  The evidence of the boundary is ``z = (saving − mean) / std`` of the null
-(the p-value ``(1 + #{null ≥ saving}) / (1 + draws)`` runs out of resolution on strong boundaries;
-``z`` does not).  Its confidence (:func:`confidence`) is the calibrated probability that a boundary of
+them); ``draws`` shuffles: ``z = (saving − mean) / std`` of the null (the p-value
+``(1 + #{null ≥ saving}) / (1 + draws)`` runs out of resolution on strong boundaries; ``z`` does not).
+``z`` is relative to the text's own scatter, so a text of one subject still has a best cut that beats
+its shuffles; the evidence of the boundary adds how alike its two sides are in the model's own space
+(:func:`likeness`, absolute): ``z + likeness_weight · (likeness_center − cos)``.  Its confidence (:func:`confidence`) is the calibrated probability that a boundary of
 that evidence between segments of that length is a topic boundary of a labelled reference: fitted
 on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
 Evidence and confidence differ: a long lecture's boundaries carry strong evidence (many units on
@@ -26,8 +28,9 @@ subjects keeps the cut between them.
 
 Cost: the units are projected once onto ``dims`` fixed random directions (the test is exact in that
 space: the observed saving and its null are both measured there); one test is O(draws · n · dims)
-for the ``n ≤ 2 · reach`` units beside the boundary, so the gate is O(C · draws · reach · dims) for
-``C`` boundaries, linear in the document's length.  Deterministic: each test's shuffles are seeded
+for the ``n ≤ 2 · reach`` units beside the boundary, plus O(n · D) for the likeness in the vectors'
+own ``D`` dimensions, so the gate is O(C · reach · (draws · dims + D)) for ``C`` boundaries, linear
+in the document's length.  Deterministic: each test's shuffles are seeded
 by its span.
 
 Source: permutation tests of change points (the CUSUM-type maximal statistic under exchangeability;
@@ -36,16 +39,18 @@ e.g. Antoch & Hušková 2001); the scatter is the linear-kernel cost of Arlot et
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import math
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from headseg.analysis.errors import HeadsegError
+from headseg.analysis.profile import HeadProfile, default_profile_path
 
 
 @dataclass(frozen=True)
@@ -67,23 +72,33 @@ class EvidenceParams:
     #: score of a step, confidence), a non-decreasing step function: the share of boundaries of that step
     #: that are a reference's, by isotonic regression (Zadrozny & Elkan 2002).
     #: ``benchmarks/calibration.py --fit`` fits both on the dev families
-    bias: float = 4.797
-    z_weight: float = 0.131
-    length_weight: float = -1.691
+    bias: float = 5.295
+    z_weight: float = 0.158
+    length_weight: float = -1.874
     knots: tuple[tuple[float, float], ...] = (
-        (0.229, 0.155), (0.336, 0.276), (0.472, 0.332), (0.533, 0.432), (0.594, 0.457), (0.626, 0.593),
-        (0.669, 0.674), (0.801, 0.775), (0.832, 0.833), (1.0, 0.893))
+        (0.116, 0.111), (0.237, 0.253), (0.329, 0.283), (0.424, 0.308), (0.599, 0.437), (0.661, 0.558),
+        (0.702, 0.657), (0.74, 0.745), (0.762, 0.824), (0.8, 0.832), (0.834, 0.839), (0.865, 0.899), (1.0, 0.926))
     seed: int = 20261205
+    #: the evidence's absolute term (:func:`likeness`): a boundary between sides whose mean unit directions
+    #: are more alike than ``likeness_center`` (cosine; the median of the one-subject dev texts' paragraph
+    #: cuts is 0.41) needs more of the permutation's ``z``, ``likeness_weight`` per unit of cosine; sides
+    #: less alike need less.  The permutation test is relative to the text's own scatter, so a text of one
+    #: subject whose paragraphs differ a little still has a best cut; how alike its sides are in the
+    #: model's own space tells it apart (docs/segmenter.md, "Boundaries as evidence", has the sweep)
+    likeness_weight: float = 4.0
+    likeness_center: float = 0.405
 
     def __post_init__(self) -> None:
         for name in ("draws", "dims", "reach"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                 raise HeadsegError(f"{name} must be an integer of at least 2 (got {v!r})")
-        for name in ("bias", "z_weight", "length_weight"):
+        for name in ("bias", "z_weight", "length_weight", "likeness_weight", "likeness_center"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise HeadsegError(f"{name} must be a finite number (got {v!r})")
+        if self.likeness_weight < 0:
+            raise HeadsegError(f"likeness_weight must be at least 0 (got {self.likeness_weight!r})")
         if not self.z_weight > 0:
             raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
         k = np.asarray(self.knots, dtype=np.float64)
@@ -183,6 +198,68 @@ def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: Evi
     return float((observed - null.mean()) / spread), n
 
 
+@functools.lru_cache(maxsize=1)
+def _shipped_profile_hash() -> str | None:
+    path = default_profile_path()
+    try:
+        return HeadProfile.load(path).hash() if path.is_file() else None
+    except (HeadsegError, OSError, ValueError):  # no readable shipped profile: no profile is the fitted one
+        return None
+
+
+def evidence_for(profile: HeadProfile) -> EvidenceParams:
+    """The evidence's knobs for a segmenter reading the heads of ``profile``: the defaults for the profile
+    they were fitted with (the one shipped for the embedded model), else the same without the likeness
+    term.  How alike two sides look in a model's space is that model's own scale (a cosine of 0.4 between
+    unrelated subjects for one, 0.9 for an anisotropic other), so a centre fitted on one model would
+    remove every boundary of another; the permutation's ``z`` is scale-free."""
+    if profile.hash() == _shipped_profile_hash():
+        return EvidenceParams()
+    return EvidenceParams(likeness_weight=0.0)
+
+
+class EvidenceInput(NamedTuple):
+    """One text's units as its boundaries are tested (:func:`evidence_input`): ``y [U, k]`` projected
+    (:func:`project`), ``w [U]`` their weights in the scatter, ``x [U, D]`` the unit vectors as they came
+    (not centred: :func:`likeness` reads their directions) and ``inv [U]`` one over each one's norm (0 for
+    a zero vector)."""
+
+    y: np.ndarray
+    w: np.ndarray
+    x: np.ndarray
+    inv: np.ndarray
+
+
+def evidence_input(x: np.ndarray, weights: np.ndarray | None, params: EvidenceParams) -> EvidenceInput:
+    """:class:`EvidenceInput` of unit vectors ``x [U, D]`` (not centred), ``weights [U]`` (None: equal)."""
+    x = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(x, axis=1)
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
+    return EvidenceInput(project(x, params), w, x, inv)
+
+
+def likeness(t: EvidenceInput, a: int, m: int, b: int) -> float:
+    """The cosine between the mean directions of units ``a..m−1`` and ``m..b−1`` (each unit vector over
+    its norm; 0 where a side has none).  Absolute where :func:`boundary_z` is relative: the model's own
+    space says how alike the two sides are, whatever the rest of the text.  O((b − a) · D)."""
+    left = t.inv[a:m] @ t.x[a:m]
+    right = t.inv[m:b] @ t.x[m:b]
+    den = float(np.linalg.norm(left) * np.linalg.norm(right))
+    return float(left @ right) / den if den > 0 else 0.0
+
+
+def boundary_evidence(t: EvidenceInput, a: int, m: int, b: int, params: EvidenceParams) -> tuple[float, int]:
+    """The evidence of a boundary at ``m`` between neighbours ``a < m < b``, and the units it read: the
+    permutation's ``z`` (:func:`boundary_z`) plus ``likeness_weight · (likeness_center − likeness)`` of the
+    same units (at most ``params.reach`` on each side)."""
+    z, n = boundary_z(t.y, t.w, a, m, b, params)
+    if params.likeness_weight:
+        z += params.likeness_weight * (params.likeness_center
+                                       - likeness(t, max(a, m - params.reach), m, min(b, m + params.reach)))
+    return z, n
+
+
 def confidence(z: float | np.ndarray, n: float | np.ndarray,
                params: EvidenceParams | None = None) -> float | np.ndarray:
     """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all, in
@@ -223,10 +300,9 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
     if not cuts:
         return [], []
-    y = project(x, params)
-    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    t = evidence_input(x, weights, params)
     # a text without evidence against its whole: every boundary goes (where the limits allow)
-    whole = min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)
+    whole = min_evidence == -math.inf or any_evidence(t, cuts, min_evidence, params)
     edges = [0, *cuts, n]
     prev = list(range(-1, len(edges) - 1))
     nxt = list(range(1, len(edges) + 1))
@@ -237,7 +313,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     def test(i: int) -> float:
         """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
         weak), in units of ``z`` for the evidence and of confidence for the floor."""
-        z, m = boundary_z(y, w, edges[prev[i]], edges[i], edges[nxt[i]], params)
+        z, m = boundary_evidence(t, edges[prev[i]], edges[i], edges[nxt[i]], params)
         sure[i] = confidence(z, m, params)
         margin = min(z - min_evidence, sure[i] - min_confidence)
         return margin if whole else min(margin, 0.0) - 1e6
@@ -264,8 +340,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     return [edges[i] for i in kept], [float(sure[i]) for i in kept]
 
 
-def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence: float,
-                 params: EvidenceParams) -> bool:
+def any_evidence(t: EvidenceInput, cuts: Sequence[int], min_evidence: float, params: EvidenceParams) -> bool:
     """Whether any of ``cuts`` reaches ``min_evidence`` in a wide context: between the boundaries two
     away on each side (the text's ends where there are none), its units within ``params.reach``.
 
@@ -275,9 +350,9 @@ def any_evidence(y: np.ndarray, w: np.ndarray, cuts: Sequence[int], min_evidence
     topics come back (A B A C B C: each wide context holds one topic on both sides).
     Cost: one test per boundary, stopping at the first that reaches it.
     """
-    edges, last = [0, *cuts, len(y)], len(cuts) + 1
-    return any(boundary_z(y, w, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, last)], params)[0] >= min_evidence
-               or boundary_z(y, w, edges[i - 1], edges[i], edges[i + 1], params)[0] >= max(params.sure, min_evidence)
+    edges, last = [0, *cuts, len(t.y)], len(cuts) + 1
+    return any(boundary_evidence(t, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, last)], params)[0] >= min_evidence
+               or boundary_evidence(t, edges[i - 1], edges[i], edges[i + 1], params)[0] >= max(params.sure, min_evidence)
                for i in range(1, last))
 
 
@@ -287,4 +362,5 @@ def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
     return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
 
 
-__all__ = ("EvidenceParams", "any_evidence", "boundary_z", "confidence", "confidences", "gate", "project", "score")
+__all__ = ("EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z", "confidence",
+           "confidences", "evidence_for", "evidence_input", "gate", "likeness", "project", "score")

@@ -39,6 +39,7 @@ from headseg.analysis.text import TokenizedText, Window, tokenize
 from .blocks import split_at_blocks
 from .document import Document, TokenCount, unit_token_ranges
 from .encode import UnitEncoder
+from .evidence import evidence_for
 from .levels import LevelContext, get_level, whitespace_result
 from .limits import split_oversized
 from .options import SegmentOptions, check_splitter
@@ -81,7 +82,8 @@ class Pipeline:
         check_knobs(params, unit_params, unit_mode, sentence_splitter)
         self._encoder = encoder
         self.profile = profile
-        self.params = params or TopicParams()
+        # the likeness term is the default model's scale: other models' profiles test z alone
+        self.params = params or TopicParams(evidence=evidence_for(profile))
         self.unit_params = unit_params or UnitParams()
         self.unit_mode = unit_mode
         self.sentence_splitter = check_splitter(sentence_splitter)

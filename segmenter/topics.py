@@ -334,7 +334,7 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         if first is not None:
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
-    x = prepare_vectors(x, params)
+    raw, x = x, prepare_vectors(x, params)  # the evidence reads them as they came (its likeness: their directions)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units if segments is None
@@ -350,10 +350,10 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         cuts = repair_cuts(cost, cuts, limits.fits)
     if segments is None and (limits is None or limits.target_tokens is None):
         floor = params.min_confidence if min_confidence is None else min_confidence
-        cuts, sure = gate(x, weights, cuts, params.min_evidence, floor, params.evidence,
+        cuts, sure = gate(raw, weights, cuts, params.min_evidence, floor, params.evidence,
                           None if limits is None else limits.span_fits)
     else:
-        sure = confidences(x, weights, cuts, params.evidence)
+        sure = confidences(raw, weights, cuts, params.evidence)
     scores = boundary_strength(cost, cuts)
     return Boundaries(cuts if first is None else [int(first[c]) for c in cuts], scores, sure)
 

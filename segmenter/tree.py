@@ -59,9 +59,10 @@ TREE_SCALE = 3.0
 #: without size limits the levels are the evidence's (issue 48): the penalty scale between one level
 #: and the next finer one, and the evidence a boundary needs at level ``k`` above the leaves,
 #: ``TREE_EVIDENCE ** k`` times the leaves' own (at least 1 standard deviation); measured on the
-#: two-level dev references (docs/segmenter.md, "Segment trees")
+#: two-level dev references (docs/segmenter.md, "Segment trees"; 3 since the evidence reads how alike the
+#: sides are, which lifts a long document's boundaries by about one: at 4 the meetings' trees lost depth)
 TREE_FREE_SCALE = 1.5
-TREE_EVIDENCE = 4.0
+TREE_EVIDENCE = 3.0
 #: without ``depth``, a level is added above the coarsest while it has more segments than this (with
 #: size limits; without, while it has more than one)
 TREE_FANOUT = 3
