@@ -64,28 +64,45 @@ def cached(seg, name: str, limit: int | None, folder: Path) -> list[dict]:
 
 
 def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
-    """``(confidence, z, n, right)`` of every boundary headseg keeps in ``docs``."""
+    """``(confidence, evidence, n, right)`` of every boundary headseg keeps in ``docs``: the evidence and
+    ``n`` the very ones its confidence was computed from, read from the gate's own inputs (the search's
+    items: a line's short sentences, a heading with its line, are one item), not recomputed on the units."""
+    from headseg.segmenter import topics
     from headseg.segmenter.evaluation.loaders import snap_offsets
-    from headseg.segmenter.evidence import boundary_evidence, evidence_input
+    from headseg.segmenter.evidence import boundary_evidence, confidence, evidence_input
     from headseg.segmenter.options import SegmentOptions
-    from headseg.segmenter.topics import document_boundaries, unit_weights
+
+    seen: list[tuple] = []
+    gate = topics.gate
+
+    def watched(x, weights, cuts, min_evidence, min_confidence=0.0, params=None, fits=None):
+        kept, sure = gate(x, weights, cuts, min_evidence, min_confidence, params, fits)
+        seen.append((x, weights, kept, sure, params))
+        return kept, sure
 
     out = []
-    for d in docs:
-        doc = seg.document(d["text"], SegmentOptions())
-        x = d["x"].astype(np.float64)
-        if len(doc.units) < 2 or len(x) != len(doc.units):
-            continue
-        found = document_boundaries(doc, x, SegmentOptions().request(), seg.params)
-        if not found.cuts:
-            continue
-        ev = seg.params.evidence
-        t = evidence_input(x, unit_weights(doc.unit_tokens, seg.params), ev)
-        edges = [0, *found.cuts, len(x)]
-        hyp = snap_offsets([doc.units[c][0] for c in found.cuts], d["starts"], len(d["text"]))
-        for i, (sure, h) in enumerate(zip(found.confidence, hyp), start=1):
-            z, n = boundary_evidence(t, edges[i - 1], edges[i], edges[i + 1], ev)
-            out.append((sure, z, n, int(any(abs(h - b) <= 1 for b in d["bounds"]))))
+    topics.gate = watched
+    try:
+        for d in docs:
+            doc = seg.document(d["text"], SegmentOptions())
+            x = d["x"].astype(np.float64)
+            if len(doc.units) < 2 or len(x) != len(doc.units):
+                continue
+            seen.clear()
+            found = topics.document_boundaries(doc, x, SegmentOptions().request(), seg.params)
+            if not found.cuts:
+                continue
+            items, weights, kept, sure, ev = seen[-1]
+            t = evidence_input(items, weights, ev)
+            edges = [0, *kept, len(items)]
+            hyp = snap_offsets([doc.units[c][0] for c in found.cuts], d["starts"], len(d["text"]))
+            for i, (c, h) in enumerate(zip(found.confidence, hyp), start=1):
+                z, n = boundary_evidence(t, edges[i - 1], edges[i], edges[i + 1], ev)
+                if abs(confidence(z, n, ev) - c) > 1e-9:  # the gate's last test of it: the same numbers
+                    raise RuntimeError(f"{d['id']}: a boundary's confidence {c} is not its evidence's")
+                out.append((c, z, n, int(any(abs(h - b) <= 1 for b in d["bounds"]))))
+    finally:
+        topics.gate = gate
     return out
 
 

@@ -72,12 +72,12 @@ class EvidenceParams:
     #: score of a step, confidence), a non-decreasing step function: the share of boundaries of that step
     #: that are a reference's, by isotonic regression (Zadrozny & Elkan 2002).
     #: ``benchmarks/calibration.py --fit`` fits both on the dev families
-    bias: float = 5.295
-    z_weight: float = 0.158
-    length_weight: float = -1.874
+    bias: float = 5.274
+    z_weight: float = 0.181
+    length_weight: float = -1.964
     knots: tuple[tuple[float, float], ...] = (
-        (0.116, 0.111), (0.237, 0.253), (0.329, 0.283), (0.424, 0.308), (0.599, 0.437), (0.661, 0.558),
-        (0.702, 0.657), (0.74, 0.745), (0.762, 0.824), (0.8, 0.832), (0.834, 0.839), (0.865, 0.899), (1.0, 0.926))
+        (0.103, 0.126), (0.243, 0.212), (0.401, 0.292), (0.482, 0.342), (0.549, 0.359), (0.618, 0.474),
+        (0.657, 0.547), (0.699, 0.711), (0.755, 0.793), (0.773, 0.81), (0.841, 0.843), (1, 0.922))
     seed: int = 20261205
     #: the evidence's absolute term (:func:`likeness`): a boundary between sides whose mean unit directions
     #: are more alike than ``likeness_center`` (cosine; the median of the one-subject dev texts' paragraph
