@@ -101,12 +101,13 @@ _PROJECTED_LOCK = threading.Lock()
 _PROJECTED_KEEP = 4
 
 
-def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
+def project(x: np.ndarray, params: EvidenceParams, own: bool = False) -> np.ndarray:
     """``x [U, D]`` on its ``params.dims`` principal directions ``[U, ≤ dims]`` (centred on its mean):
     the directions in which the text's units differ most, where its topics differ.  Exact SVD while
     the text is small; beyond, a seeded randomized range finder (Halko et al. 2011) with two power
     iterations, O(U · D · dims).  The same vectors (byte for byte) and knobs give the same array, computed
-    once while among the last :data:`_PROJECTED_KEEP` (read-only: every caller shares it)."""
+    once while among the last :data:`_PROJECTED_KEEP` (read-only: every caller shares it).  ``own``: ``x`` is
+    the caller's to change, and is centred in place (the search's gate: a copy of the vectors fewer at its peak)."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
@@ -116,7 +117,7 @@ def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
         if y is not None:
             _PROJECTED[key] = y  # the most recent last
             return y
-    y = _project(x, params)
+    y = _project(x, params, own)
     y.flags.writeable = False
     with _PROJECTED_LOCK:
         _PROJECTED[key] = y
@@ -125,9 +126,12 @@ def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
     return y
 
 
-def _project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
-    """:func:`project`, computed."""
-    x = x - x.mean(axis=0, keepdims=True)
+def _project(x: np.ndarray, params: EvidenceParams, own: bool = False) -> np.ndarray:
+    """:func:`project`, computed (``x`` centred in place when ``own``)."""
+    if own:
+        x -= x.mean(axis=0, keepdims=True)
+    else:
+        x = x - x.mean(axis=0, keepdims=True)
     u, d = x.shape
     k = params.dims
     if min(u, d) <= k:
@@ -201,7 +205,7 @@ def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) 
 
 def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
          min_confidence: float = 0.0, params: EvidenceParams | None = None,
-         fits: Callable[[int, int], bool] | None = None) -> tuple[list[int], list[float]]:
+         fits: Callable[[int, int], bool] | None = None, own: bool = False) -> tuple[list[int], list[float]]:
     """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
 
     A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
@@ -209,9 +213,9 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     neighbours tested again beside their new neighbours, until no weak boundary is left.
     ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
     ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
-    would break them stays, however weak.  Returns the kept boundaries and each one's confidence
-    beside its final neighbours.  Cost: one test per boundary and two per removal
-    (:func:`boundary_z`).
+    would break them stays, however weak; ``own``: ``x`` is the caller's to change (:func:`project`).
+    Returns the kept boundaries and each one's confidence beside its final neighbours.  Cost: one
+    test per boundary and two per removal (:func:`boundary_z`).
 
     First it asks whether the text has topics at all (:func:`any_evidence`); where none of the
     boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits allow).
@@ -223,7 +227,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
     if not cuts:
         return [], []
-    y = project(x, params)
+    y = project(x, params, own)
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
     # a text without evidence against its whole: every boundary goes (where the limits allow)
     whole = min_evidence == -math.inf or any_evidence(y, w, cuts, min_evidence, params)

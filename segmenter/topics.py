@@ -153,10 +153,11 @@ class Boundaries(NamedTuple):
     confidence: list[float]
 
 
-def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
-    """The unit vectors the topic search compares: centred on the document mean (renormalised if asked)."""
+def prepare_vectors(x: np.ndarray, params: TopicParams, own: bool = False) -> np.ndarray:
+    """The unit vectors the search compares: centred on the document mean (in place when ``own``: ``x`` is
+    the caller's to change, a copy of the vectors fewer), renormalised if asked."""
     if params.center:
-        x = x - x.mean(axis=0, keepdims=True)
+        x = np.subtract(x, x.mean(axis=0, keepdims=True), out=x if own else None)
         if params.renormalize:
             norms = np.linalg.norm(x, axis=1, keepdims=True)
             x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
@@ -286,13 +287,11 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, their strengths
     and their confidences (:class:`Boundaries`).
 
-    ``tokens [U]``: the units' token counts, for the unit weights, the
-    short-segment surcharge and the line groups (None: equal weights, no
-    groups).  ``same_line [U]`` (:func:`~headseg.segmenter.lines.starts_same_line`)
-    and ``headings [U]`` (:func:`~headseg.segmenter.lines.heading_units`) group
-    the units the search compares as one (None for both: no groups).
-    ``segments``: exactly that many segments (at most one per item) instead of
-    the penalised optimum; ``penalty`` overrides ``params.penalty``.
+    ``tokens [U]``: the units' token counts, for the unit weights, the short-segment surcharge and the
+    line groups (None: equal weights, no groups).  ``same_line [U]`` (:func:`~headseg.segmenter.lines.starts_same_line`)
+    and ``headings [U]`` (:func:`~headseg.segmenter.lines.heading_units`) group the units the search compares
+    as one (None for both: no groups).  ``segments``: exactly that many segments (at most one per item)
+    instead of the penalised optimum; ``penalty`` overrides ``params.penalty``.
     ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
     exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
     prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
@@ -334,7 +333,8 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         if first is not None:
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
-    x = prepare_vectors(x, params)
+    # from here x is this search's own (the groups', or the centred copy): centred in place, then by the gate
+    x = prepare_vectors(x, params, own=first is not None)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units if segments is None
@@ -351,7 +351,7 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     if segments is None and (limits is None or limits.target_tokens is None):
         floor = params.min_confidence if min_confidence is None else min_confidence
         cuts, sure = gate(x, weights, cuts, params.min_evidence, floor, params.evidence,
-                          None if limits is None else limits.span_fits)
+                          None if limits is None else limits.span_fits, own=params.center or first is not None)
     else:
         sure = confidences(x, weights, cuts, params.evidence)
     scores = boundary_strength(cost, cuts)
