@@ -75,9 +75,9 @@ def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
     seen: list[tuple] = []
     gate = topics.gate
 
-    def watched(x, weights, cuts, min_evidence, min_confidence=0.0, params=None, fits=None):
-        kept, sure = gate(x, weights, cuts, min_evidence, min_confidence, params, fits)
-        seen.append((x, weights, kept, sure, params))
+    def watched(x, weights, cuts, min_evidence, min_confidence=0.0, params=None, fits=None, own=False, came=None):
+        kept, sure = gate(x, weights, cuts, min_evidence, min_confidence, params, fits, own, came)
+        seen.append((x, weights, kept, sure, params, came))
         return kept, sure
 
     out = []
@@ -92,8 +92,8 @@ def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
             found = topics.document_boundaries(doc, x, SegmentOptions().request(), seg.params)
             if not found.cuts:
                 continue
-            items, weights, kept, sure, ev = seen[-1]
-            t = evidence_input(items, weights, ev)
+            items, weights, kept, sure, ev, came = seen[-1]
+            t = evidence_input(items, weights, ev, came=came)
             edges = [0, *kept, len(items)]
             hyp = snap_offsets([doc.units[c][0] for c in found.cuts], d["starts"], len(d["text"]))
             for i, (c, h) in enumerate(zip(found.confidence, hyp), start=1):

@@ -116,12 +116,13 @@ _PROJECTED_LOCK = threading.Lock()
 _PROJECTED_KEEP = 4
 
 
-def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
+def project(x: np.ndarray, params: EvidenceParams, own: bool = False) -> np.ndarray:
     """``x [U, D]`` on its ``params.dims`` principal directions ``[U, ≤ dims]`` (centred on its mean):
     the directions in which the text's units differ most, where its topics differ.  Exact SVD while
     the text is small; beyond, a seeded randomized range finder (Halko et al. 2011) with two power
     iterations, O(U · D · dims).  The same vectors (byte for byte) and knobs give the same array, computed
-    once while among the last :data:`_PROJECTED_KEEP` (read-only: every caller shares it)."""
+    once while among the last :data:`_PROJECTED_KEEP` (read-only: every caller shares it).  ``own``: ``x`` is
+    the caller's to change, and is centred in place (the search's gate: a copy of the vectors fewer at its peak)."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2:
         raise HeadsegError(f"unit vectors need shape [n, D], got {x.shape}")
@@ -131,7 +132,7 @@ def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
         if y is not None:
             _PROJECTED[key] = y  # the most recent last
             return y
-    y = _project(x, params)
+    y = _project(x, params, own)
     y.flags.writeable = False
     with _PROJECTED_LOCK:
         _PROJECTED[key] = y
@@ -140,9 +141,12 @@ def project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
     return y
 
 
-def _project(x: np.ndarray, params: EvidenceParams) -> np.ndarray:
-    """:func:`project`, computed."""
-    x = x - x.mean(axis=0, keepdims=True)
+def _project(x: np.ndarray, params: EvidenceParams, own: bool = False) -> np.ndarray:
+    """:func:`project`, computed (``x`` centred in place when ``own``)."""
+    if own:
+        x -= x.mean(axis=0, keepdims=True)
+    else:
+        x = x - x.mean(axis=0, keepdims=True)
     u, d = x.shape
     k = params.dims
     if min(u, d) <= k:
@@ -198,24 +202,32 @@ def boundary_z(y: np.ndarray, w: np.ndarray, a: int, m: int, b: int, params: Evi
     return float((observed - null.mean()) / spread), n
 
 
+def _reads(profile: HeadProfile) -> tuple:
+    """What a profile makes the unit vectors of: its heads, their weights, the topic selection, the model's share."""
+    return (profile.heads, profile.weights, tuple(profile.topic_selection()), profile.topic_output_weight)
+
+
 @functools.lru_cache(maxsize=1)
-def _shipped_profile_hash() -> str | None:
+def _shipped_reads() -> tuple | None:
     path = default_profile_path()
     try:
-        return HeadProfile.load(path).hash() if path.is_file() else None
+        return _reads(HeadProfile.load(path)) if path.is_file() else None
     except (HeadsegError, OSError, ValueError):  # no readable shipped profile: no profile is the fitted one
         return None
 
 
 def evidence_for(profile: HeadProfile) -> EvidenceParams:
-    """The evidence's knobs for a segmenter reading the heads of ``profile``: the defaults for the profile
-    they were fitted with (the one shipped for the embedded model), else the same without the likeness
+    """The evidence's knobs for a segmenter reading the heads of ``profile``: the defaults where it reads the
+    heads they were fitted with (the profile shipped for the embedded model, whatever weights it is keyed to:
+    a copy of the model restored from half precision reads the same), else the same without the likeness
     term.  How alike two sides look in a model's space is that model's own scale (a cosine of 0.4 between
     unrelated subjects for one, 0.9 for an anisotropic other), so a centre fitted on one model would
     remove every boundary of another; the permutation's ``z`` is scale-free."""
-    if profile.hash() == _shipped_profile_hash():
-        return EvidenceParams()
-    return EvidenceParams(likeness_weight=0.0)
+    try:
+        same = _reads(profile) == _shipped_reads()
+    except (HeadsegError, ValueError):  # a profile whose topic selection needs the model's shape
+        same = False
+    return EvidenceParams() if same else EvidenceParams(likeness_weight=0.0)
 
 
 class EvidenceInput(NamedTuple):
@@ -228,15 +240,40 @@ class EvidenceInput(NamedTuple):
     w: np.ndarray
     x: np.ndarray
     inv: np.ndarray
+    #: ``[D]`` what was taken off ``x`` since it came (its mean, where the caller centred it): the likeness
+    #: reads the vectors as they came, ``x + shift``, without a copy of them
+    shift: np.ndarray | None = None
 
 
-def evidence_input(x: np.ndarray, weights: np.ndarray | None, params: EvidenceParams) -> EvidenceInput:
-    """:class:`EvidenceInput` of unit vectors ``x [U, D]`` (not centred), ``weights [U]`` (None: equal)."""
+class Directions(NamedTuple):
+    """What :func:`likeness` needs of unit vectors that are centred afterwards (:func:`directions`)."""
+
+    inv: np.ndarray
+    shift: np.ndarray | None
+
+
+def directions(x: np.ndarray, centred: bool = True) -> Directions:
+    """``x [U, D]`` as it came: one over each row's norm, and the mean the caller is about to take off
+    (``centred``; None otherwise).  O(U · D) time, O(U + D) memory."""
     x = np.asarray(x, dtype=np.float64)
     norms = np.linalg.norm(x, axis=1)
-    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return Directions(np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0),
+                      x.mean(axis=0) if centred else None)
+
+
+def evidence_input(x: np.ndarray, weights: np.ndarray | None, params: EvidenceParams,
+                   own: bool = False, came: Directions | None = None) -> EvidenceInput:
+    """:class:`EvidenceInput` of unit vectors ``x [U, D]``, ``weights [U]`` (None: equal).  ``came``: what
+    :func:`directions` said of ``x`` before the caller centred it (None: ``x`` is as it came); ``own``: ``x``
+    is the caller's to change (:func:`project` centres it in place), honoured where the likeness can still
+    read the vectors as they came (``came`` given, or no likeness term)."""
+    x = np.asarray(x, dtype=np.float64)
+    if came is None:
+        came = directions(x, centred=False)
+    if came.shift is None and params.likeness_weight:
+        own = False  # centred in place, x would no longer be the vectors as they came
     w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
-    return EvidenceInput(project(x, params), w, x, inv)
+    return EvidenceInput(project(x, params, own), w, x, came.inv, came.shift)
 
 
 def likeness(t: EvidenceInput, a: int, m: int, b: int) -> float:
@@ -245,6 +282,9 @@ def likeness(t: EvidenceInput, a: int, m: int, b: int) -> float:
     space says how alike the two sides are, whatever the rest of the text.  O((b − a) · D)."""
     left = t.inv[a:m] @ t.x[a:m]
     right = t.inv[m:b] @ t.x[m:b]
+    if t.shift is not None:  # the vectors as they came: each row plus what centring took off
+        left = left + t.inv[a:m].sum() * t.shift
+        right = right + t.inv[m:b].sum() * t.shift
     den = float(np.linalg.norm(left) * np.linalg.norm(right))
     return float(left @ right) / den if den > 0 else 0.0
 
@@ -278,7 +318,8 @@ def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) 
 
 def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
          min_confidence: float = 0.0, params: EvidenceParams | None = None,
-         fits: Callable[[int, int], bool] | None = None) -> tuple[list[int], list[float]]:
+         fits: Callable[[int, int], bool] | None = None, own: bool = False,
+         came: Directions | None = None) -> tuple[list[int], list[float]]:
     """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
 
     A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
@@ -286,9 +327,9 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     neighbours tested again beside their new neighbours, until no weak boundary is left.
     ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
     ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
-    would break them stays, however weak.  Returns the kept boundaries and each one's confidence
-    beside its final neighbours.  Cost: one test per boundary and two per removal
-    (:func:`boundary_z`).
+    would break them stays, however weak; ``own``: ``x`` is the caller's to change (:func:`project`).
+    Returns the kept boundaries and each one's confidence beside its final neighbours.  Cost: one
+    test per boundary and two per removal (:func:`boundary_z`).
 
     First it asks whether the text has topics at all (:func:`any_evidence`); where none of the
     boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits allow).
@@ -300,7 +341,7 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
         raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
     if not cuts:
         return [], []
-    t = evidence_input(x, weights, params)
+    t = evidence_input(x, weights, params, own, came)
     # a text without evidence against its whole: every boundary goes (where the limits allow)
     whole = min_evidence == -math.inf or any_evidence(t, cuts, min_evidence, params)
     edges = [0, *cuts, n]
@@ -357,10 +398,10 @@ def any_evidence(t: EvidenceInput, cuts: Sequence[int], min_evidence: float, par
 
 
 def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
-                params: EvidenceParams | None = None) -> list[float]:
-    """The confidence of each boundary of ``cuts`` beside its neighbours (none removed)."""
-    return gate(x, weights, cuts, -math.inf, 0.0, params)[1]
+                params: EvidenceParams | None = None, came: Directions | None = None) -> list[float]:
+    """The confidence of each boundary of ``cuts`` beside its neighbours (none removed; ``came``: as :func:`gate`)."""
+    return gate(x, weights, cuts, -math.inf, 0.0, params, came=came)[1]
 
 
-__all__ = ("EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z", "confidence",
-           "confidences", "evidence_for", "evidence_input", "gate", "likeness", "project", "score")
+__all__ = ("Directions", "EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z", "confidence",
+           "confidences", "directions", "evidence_for", "evidence_input", "gate", "likeness", "project", "score")

@@ -194,12 +194,20 @@ def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray
     m = len(first)
     w = np.maximum(tokens, 1e-9)
     sums = np.zeros((m, x.shape[1]))
-    np.add.at(sums, groups, x * w[:, None])
+    # weighted a block of rows at a time and divided in place: ``x · w`` whole and the quotient beside the
+    # sums were two more copies of the vectors at once (the same numbers: add.at adds in index order)
+    for s in range(0, len(x), _ROWS):
+        np.add.at(sums, groups[s:s + _ROWS], x[s:s + _ROWS] * w[s:s + _ROWS, None])
     mass = np.zeros(m)
     np.add.at(mass, groups, w)
     tok = np.zeros(m)
     np.add.at(tok, groups, tokens)
-    return sums / mass[:, None], tok, first
+    sums /= mass[:, None]
+    return sums, tok, first
+
+
+#: rows of the unit vectors :func:`group_vectors` weighs at once
+_ROWS = 512
 
 
 def group_units(x: np.ndarray, tokens, groups: np.ndarray, segments: int | None = None):

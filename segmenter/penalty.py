@@ -89,9 +89,12 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
     pos = np.arange(n + 1)
     lo = np.clip(pos - window, 0, n)
     hi = np.clip(pos + window, 0, n)
-    d = x[1:] - x[:-1]
-    sq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", d, d))])
-    del d  # [n, D], like x: freed before the arrays below, not held to the end (the peak is a few of them)
+    # the differences a block at a time: whole, they were one more copy of the vectors at the peak
+    steps = np.empty(max(n - 1, 0))
+    for s in range(0, n - 1, _BLOCK):
+        d = x[s + 1:s + 1 + _BLOCK] - x[s:s + _BLOCK][:len(steps[s:s + _BLOCK])]
+        steps[s:s + _BLOCK] = np.einsum("ij,ij->i", d, d)
+    sq = np.concatenate([[0.0], np.cumsum(steps)])
     a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
     s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
     s2 = np.maximum(s2, 1e-9)
@@ -102,27 +105,69 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
         top = np.minimum(hi, n - l)
         count = np.maximum(top - lo, 0)
         acf[:, l - 1] = np.where(count > 0, (c[np.maximum(top, lo)] - c[lo]) / np.maximum(count, 1), 0.0)
-    cx = prefix_sums(x)
-    # ‖Σ x‖² of each window, a block of windows at a time: the windows' sums ``[n + 1, D]`` at once were
-    # two more copies of the vectors at the peak (a unit per heading made them 70 MB each at 64 KB); each
-    # row's dot product is the same whatever the block
-    tot2 = np.empty(n + 1)
-    for s in range(0, n + 1, _BLOCK):
-        tot = cx[hi[s:s + _BLOCK]] - cx[lo[s:s + _BLOCK]]
-        tot2[s:s + _BLOCK] = np.einsum("ij,ij->i", tot, tot)
-    del cx
+    tot2 = window_norms(x, lo, hi)
     cq = np.concatenate([[0.0], np.cumsum(np.einsum("ij,ij->i", x, x))])
     m = (hi - lo).astype(np.float64)
     base = (tot2 - (cq[hi] - cq[lo])) / np.maximum(m * (m - 1), 1.0)
     return s2, acf - base[:, None]
 
 
+def window_norms(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``‖Σ x[lo_i:hi_i]‖²`` for each window ``i`` (``lo``, ``hi`` non-decreasing, ``[m]``), a block of
+    windows at a time, from the prefix sums of ``x [n, D]`` read forward at each end (:class:`_Prefix`):
+    whole, the prefix sums and the windows' sums were three more copies of the vectors at the peak (a unit
+    per heading made each 70 MB at 64 KB).  The numbers are those of the whole prefix sums, summed in the
+    same order; each row's dot product is the same whatever the block."""
+    out = np.empty(len(lo))
+    at_lo, at_hi = _Prefix(x), _Prefix(x)
+    for s in range(0, len(lo), _WINDOWS):
+        tot = at_hi.rows(hi[s:s + _WINDOWS]) - at_lo.rows(lo[s:s + _WINDOWS])
+        out[s:s + _WINDOWS] = np.einsum("ij,ij->i", tot, tot)
+    return out
+
+
+class _Prefix:
+    """The prefix sums of ``x [n, D]`` (row ``i``: the sum of its first ``i`` rows, added in order as one
+    ``cumsum`` adds them) read at non-decreasing indices: only the rows from the last read's first on are held."""
+
+    def __init__(self, x: np.ndarray):
+        self.x = x
+        self.first, self.held = 0, np.zeros((1, x.shape[1]))  # rows first .. first + len(held) - 1
+
+    def rows(self, idx: np.ndarray) -> np.ndarray:
+        """Rows ``idx`` (non-decreasing, the first at or past the last call's first)."""
+        start, stop = int(idx[0]), int(idx[-1])
+        end = self.first + len(self.held) - 1
+        while end < start:  # skipped ahead: sum the rows between, a block at a time, keeping the last
+            step = min(start, end + _BLOCK)
+            self.held, self.first, end = _summed(self.x[end:step], self.held[-1])[-1:], step, step
+        held = self.held[start - self.first:]
+        if stop > end:
+            held = np.concatenate([held, _summed(self.x[end:stop], held[-1])])
+        self.first, self.held = start, held
+        return held[idx - start]
+
+
+def _summed(rows: np.ndarray, carry: np.ndarray) -> np.ndarray:
+    """The running sums of ``rows`` after ``carry`` (``carry + rows[0]``, then each next row added): the
+    additions of one cumsum over all the rows, from where ``carry`` left off."""
+    out = rows.copy()
+    out[0] += carry
+    np.cumsum(out, axis=0, out=out)
+    return out
+
+
 def spread(x: np.ndarray) -> float:
-    """The mean squared distance of the rows of ``x [n, D]`` from their mean, with one temporary copy of
-    ``x`` (squared in place), not two."""
-    d = x - x.mean(axis=0)
-    np.square(d, out=d)
-    return float(d.sum(axis=1).mean())
+    """The mean squared distance of the rows of ``x [n, D]`` from their mean, a block of rows at a time
+    (each row's sum is the same whatever the block): whole, ``x − mean`` was a copy of the vectors beside
+    the search's (the peak of a long page of short units)."""
+    mean = x.mean(axis=0)
+    rows = np.empty(len(x))
+    for s in range(0, len(x), _BLOCK):
+        d = x[s:s + _BLOCK] - mean
+        np.square(d, out=d)
+        rows[s:s + _BLOCK] = d.sum(axis=1)
+    return float(rows.mean())
 
 
 def row_squares(x: np.ndarray) -> np.ndarray:
@@ -134,8 +179,10 @@ def row_squares(x: np.ndarray) -> np.ndarray:
     return out
 
 
-#: windows whose sums local_statistics holds at once
+#: rows a temporary of the vectors' size holds at once
 _BLOCK = 512
+#: windows whose sums :func:`window_norms` holds at once (each end's prefix sums held as far back as its block)
+_WINDOWS = 128
 
 
 def prefix_sums(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
@@ -146,8 +193,18 @@ def prefix_sums(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         return np.vstack([np.zeros((1, x.shape[1])), np.cumsum(y, axis=0)])
     out = np.empty((x.shape[0] + 1, x.shape[1]))
     out[0] = 0.0
-    np.cumsum(x if scale is None else x * scale[:, None], axis=0, out=out[1:])
+    if scale is None:
+        np.cumsum(x, axis=0, out=out[1:])
+        return out
+    # weighted a block at a time (``x · scale`` whole was a copy beside ``out``), the sum so far added to
+    # each block's first row: every row the same addition as in one cumsum
+    for s in range(0, len(x), _BLOCK):
+        block = out[s + 1:s + 1 + _BLOCK]
+        np.multiply(x[s:s + _BLOCK], scale[s:s + _BLOCK, None], out=block)
+        block[0] += out[s]
+        np.cumsum(block, axis=0, out=block)
     return out
 
 
-__all__ = ("StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average", "prefix_sums", "row_squares", "spread")
+__all__ = ("StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average", "prefix_sums", "row_squares",
+           "spread", "window_norms")

@@ -2,7 +2,8 @@
 
 Pipeline (data flows one way; each step has its own module)::
 
-    text ─ units (sentence-like spans; units.py), cut to the hard limits (limits.py)
+    text ─ units (sentence-like spans; units.py), short lines of code and markup in groups (verbatim.py),
+           cut to the hard limits (limits.py)
          ─ one isolated window per unit ─ the topic heads' context vectors, pooled per unit (encode.py)
          ─ the level's strategy (levels.py): for topics, line groups and headings (lines.py), the
            structural prior (cuts.py) and the optimal partition under the size limits (topics.py,
@@ -34,7 +35,7 @@ from headseg.analysis.capture import CaptureBackend, HeadActivations
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.profile import HeadProfile
 from headseg.analysis.segments import Segmentation
-from headseg.analysis.text import TokenizedText, Window, tokenize
+from headseg.analysis.text import TokenizedText, Window, tokenize, window_width
 
 from .blocks import split_at_blocks
 from .document import Document, TokenCount, unit_token_ranges
@@ -50,6 +51,7 @@ from .stream import (DEFAULT_BATCH_CHARS, DEFAULT_BATCH_DOCS, DocumentError, che
 from .topics import TopicParams, document_boundaries
 from .runs import group_heading_runs, group_tiny_runs
 from .units import UnitParams, find_units
+from .verbatim import group_verbatim_lines, share_fits
 
 __all__ = ["Pipeline", "DocumentError", "TopicParams", "UnitParams", "SegmentOptions", "DEFAULT_BATCH_DOCS",
            "DEFAULT_BATCH_CHARS", "UNIT_MODES"]
@@ -261,6 +263,10 @@ class Pipeline:
                 # ...but a long run of short headings is read in groups, as tiny units are
                 units = group_heading_runs(text, units, np.diff(unit_token_ranges(tokens, units), axis=1)[:, 0],
                                            [(h.start, h.end) for h in structure.headings])
+                # ...and the lines of code and markup too, each group within a share of the hard limits
+                units = group_verbatim_lines(text, units, np.diff(unit_token_ranges(tokens, units), axis=1)[:, 0],
+                                             structure, window_width(self._encoder.tokenizer, self.window_tokens),
+                                             share_fits(count, opts.max_chars, opts.max_tokens))
             ranges = unit_token_ranges(tokens, units)
             units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
                                     structure.breaks() if structure is not None else ())

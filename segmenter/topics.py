@@ -34,7 +34,7 @@ from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
 from .document import Document
 from .apart import keep_apart
-from .evidence import EvidenceParams, confidences, gate
+from .evidence import EvidenceParams, confidences, directions, gate
 from .limits import SizeLimits, repair_cuts
 from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average, spread  # noqa: F401 (read here)
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
@@ -153,10 +153,11 @@ class Boundaries(NamedTuple):
     confidence: list[float]
 
 
-def prepare_vectors(x: np.ndarray, params: TopicParams) -> np.ndarray:
-    """The unit vectors the topic search compares: centred on the document mean (renormalised if asked)."""
+def prepare_vectors(x: np.ndarray, params: TopicParams, own: bool = False) -> np.ndarray:
+    """The unit vectors the search compares: centred on the document mean (in place when ``own``: ``x`` is
+    the caller's to change, a copy of the vectors fewer), renormalised if asked."""
     if params.center:
-        x = x - x.mean(axis=0, keepdims=True)
+        x = np.subtract(x, x.mean(axis=0, keepdims=True), out=x if own else None)
         if params.renormalize:
             norms = np.linalg.norm(x, axis=1, keepdims=True)
             x = np.where(norms > 0, x / np.maximum(norms, 1e-12), 0.0)
@@ -286,13 +287,11 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     """Topic boundaries of unit vectors ``x [U, D]``: the units that open segments 2..m, their strengths
     and their confidences (:class:`Boundaries`).
 
-    ``tokens [U]``: the units' token counts, for the unit weights, the
-    short-segment surcharge and the line groups (None: equal weights, no
-    groups).  ``same_line [U]`` (:func:`~headseg.segmenter.lines.starts_same_line`)
-    and ``headings [U]`` (:func:`~headseg.segmenter.lines.heading_units`) group
-    the units the search compares as one (None for both: no groups).
-    ``segments``: exactly that many segments (at most one per item) instead of
-    the penalised optimum; ``penalty`` overrides ``params.penalty``.
+    ``tokens [U]``: the units' token counts, for the unit weights, the short-segment surcharge and the
+    line groups (None: equal weights, no groups).  ``same_line [U]`` (:func:`~headseg.segmenter.lines.starts_same_line`)
+    and ``headings [U]`` (:func:`~headseg.segmenter.lines.heading_units`) group the units the search compares
+    as one (None for both: no groups).  ``segments``: exactly that many segments (at most one per item)
+    instead of the penalised optimum; ``penalty`` overrides ``params.penalty``.
     ``limits``: the hard size limits per unit (:class:`SizeLimits`), never
     exceeded; a group never outgrows them.  ``cut_prior``: the text's structural
     prior per unit (:class:`~headseg.segmenter.cuts.CutPrior`: where a segment may
@@ -334,7 +333,10 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         if first is not None:
             limits = None if limits is None else limits.grouped(first)
             cut_prior = None if cut_prior is None else cut_prior.grouped(first)
-    raw, x = x, prepare_vectors(x, params)  # the evidence reads them as they came (its likeness: their directions)
+    # the likeness reads the vectors as they came: their norms and mean kept first (renormalised: kept whole)
+    raw = x if params.evidence.likeness_weight and params.renormalize else None
+    came = directions(x, params.center) if params.evidence.likeness_weight and raw is None else None
+    x = prepare_vectors(x, params, own=first is not None and raw is None)
     weights = None if tokens is None else unit_weights(tokens, params)
     cost = (SegmentCost(x, max_units=params.max_units, weights=weights) if limits is None
             else limits.cost(x, params.max_units if segments is None
@@ -350,10 +352,10 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
         cuts = repair_cuts(cost, cuts, limits.fits)
     if segments is None and (limits is None or limits.target_tokens is None):
         floor = params.min_confidence if min_confidence is None else min_confidence
-        cuts, sure = gate(raw, weights, cuts, params.min_evidence, floor, params.evidence,
-                          None if limits is None else limits.span_fits)
+        cuts, sure = gate(x if raw is None else raw, weights, cuts, params.min_evidence, floor, params.evidence, None
+                          if limits is None else limits.span_fits, raw is None and (params.center or first is not None), came)
     else:
-        sure = confidences(raw, weights, cuts, params.evidence)
+        sure = confidences(x if raw is None else raw, weights, cuts, params.evidence, came)
     scores = boundary_strength(cost, cuts)
     return Boundaries(cuts if first is None else [int(first[c]) for c in cuts], scores, sure)
 
@@ -435,13 +437,11 @@ def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int |
     """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
 
     :func:`topic_boundaries`, the search :meth:`Segmenter.segment` runs, for
-    vectors computed elsewhere (cached for a sweep, say); ``unit_tokens [n]``
-    gives the unit weights and the short-segment surcharge, ``lines [n]`` the
-    line each unit starts on (for the line groups; without it, or without
-    tokens, no groups), ``headings [n]`` which units are headings
-    (:func:`~headseg.segmenter.lines.heading_units`; the search cannot then cut
-    between a heading and the unit after it).
-    """
+    vectors computed elsewhere (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights and the
+    short-segment surcharge, ``lines [n]`` the line each unit starts on (for the line groups; without it, or
+    without tokens, no groups), ``headings [n]`` which units are headings
+    (:func:`~headseg.segmenter.lines.heading_units`; the search cannot then cut between a heading and the
+    unit after it)."""
     same_line = None
     if unit_tokens is not None and (lines is not None or headings is not None):
         lines = np.arange(len(x)) if lines is None else np.asarray(lines)

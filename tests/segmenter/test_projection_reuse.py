@@ -15,7 +15,7 @@ from sample_texts import TOPICS_TEXT
 def test_the_same_vectors_are_projected_once(monkeypatch):
     computed = []
     real = evidence._project
-    monkeypatch.setattr(evidence, "_project", lambda x, p: computed.append(1) or real(x, p))
+    monkeypatch.setattr(evidence, "_project", lambda x, p, *own: computed.append(1) or real(x, p, *own))
     x = np.random.default_rng(6).standard_normal((300, 200))
     p = evidence.EvidenceParams()
     first = evidence.project(x, p)
@@ -33,8 +33,8 @@ def test_a_tree_under_a_limit_projects_each_document_once(tiny_bert, monkeypatch
     text = "# Notes\n\n" + TOPICS_TEXT.replace("\n\n", "\n\n## Part\n\n", 3)
     calls, computed = [], []
     real_project, real_compute = evidence.project, evidence._project
-    monkeypatch.setattr(evidence, "project", lambda x, p: calls.append(1) or real_project(x, p))
-    monkeypatch.setattr(evidence, "_project", lambda x, p: computed.append(1) or real_compute(x, p))
+    monkeypatch.setattr(evidence, "project", lambda x, p, *own: calls.append(1) or real_project(x, p, *own))
+    monkeypatch.setattr(evidence, "_project", lambda x, p, *own: computed.append(1) or real_compute(x, p, *own))
     with monkeypatch.context() as m:
         m.setattr(evidence, "_PROJECTED", {})
         seg.segment(text, level="tree", max_tokens=48)
