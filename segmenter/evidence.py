@@ -232,9 +232,9 @@ def evidence_for(profile: HeadProfile) -> EvidenceParams:
 
 class EvidenceInput(NamedTuple):
     """One text's units as its boundaries are tested (:func:`evidence_input`): ``y [U, k]`` projected
-    (:func:`project`), ``w [U]`` their weights in the scatter, ``x [U, D]`` the unit vectors as they came
-    (not centred: :func:`likeness` reads their directions) and ``inv [U]`` one over each one's norm (0 for
-    a zero vector)."""
+    (:func:`project`), ``w [U]`` their weights in the scatter, ``x [U, D]`` the unit vectors (as they came,
+    or centred since: ``shift``) and ``inv [U]`` one over the norm of each as it came (0 for a zero vector):
+    :func:`likeness` reads their directions."""
 
     y: np.ndarray
     w: np.ndarray
