@@ -14,9 +14,9 @@ them); ``draws`` shuffles: ``z = (saving − mean) / std`` of the null (the p-va
 ``(1 + #{null ≥ saving}) / (1 + draws)`` runs out of resolution on strong boundaries; ``z`` does not).
 ``z`` is relative to the text's own scatter, so a text of one subject still has a best cut that beats
 its shuffles; the evidence of the boundary adds how alike its two sides are in the model's own space
-(:func:`likeness`, absolute): ``z + likeness_weight · (likeness_center − cos)``.  Its confidence (:func:`confidence`) is the calibrated probability that a boundary of
-that evidence between segments of that length is a topic boundary of a labelled reference: fitted
-on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
+(:func:`likeness`, absolute): ``z + likeness_weight · (likeness_center − cos)``.  Its confidence
+(:func:`confidence`) is the calibrated probability that a boundary of that evidence between segments
+of that length is a topic boundary of a labelled reference: fitted on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
 Evidence and confidence differ: a long lecture's boundaries carry strong evidence (many units on
 each side) yet are less often a reference's (its reference segments are long), so whether a
 boundary exists is decided on the evidence, and the confidence says how sure a user can be of it.
@@ -403,5 +403,6 @@ def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
     return gate(x, weights, cuts, -math.inf, 0.0, params, came=came)[1]
 
 
-__all__ = ("Directions", "EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z", "confidence",
-           "confidences", "directions", "evidence_for", "evidence_input", "gate", "likeness", "project", "score")
+__all__ = ("Directions", "EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z",
+           "confidence", "confidences", "directions", "evidence_for", "evidence_input", "gate", "likeness", "project",
+           "score")

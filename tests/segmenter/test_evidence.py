@@ -12,7 +12,7 @@ import pytest
 
 from headseg.analysis.errors import HeadsegError
 from headseg.segmenter.evidence import (EvidenceParams, boundary_evidence, boundary_z, confidence, confidences, gate,
-                                       evidence_input, likeness, project)
+                                       directions, evidence_input, likeness, project)
 from headseg.segmenter.search import SegmentCost
 from headseg.segmenter.topics import TopicParams
 
@@ -75,6 +75,23 @@ def test_the_evidence_is_the_permutation_z_and_the_sides_likeness():
     z, n = boundary_z(t.y, t.w, 0, 6, 12, p)
     assert boundary_evidence(t, 0, 6, 12, p) == (pytest.approx(z + p.likeness_weight * (p.likeness_center - cos)), n)
     assert boundary_evidence(t, 0, 6, 12, EvidenceParams(likeness_weight=0.0)) == (z, n)
+
+
+def test_the_likeness_of_vectors_centred_in_place_is_that_of_the_vectors_as_they_came():
+    # the search centres its own copy in place; what directions() kept before must give the same evidence
+    x = np.vstack([blocks([7, 9], seed=14), one_subject(8, seed=15)]) + 2.0
+    p = EvidenceParams()
+    came = directions(x)
+    centred = x - x.mean(axis=0)
+    moved = evidence_input(centred, None, p, own=True, came=came)
+    kept = evidence_input(x.copy(), None, p)
+    for a, m, b in ((0, 7, 16), (7, 16, 24), (0, 16, 24)):
+        assert likeness(moved, a, m, b) == pytest.approx(likeness(kept, a, m, b), abs=1e-12)
+        assert boundary_evidence(moved, a, m, b, p)[0] == pytest.approx(boundary_evidence(kept, a, m, b, p)[0], abs=1e-9)
+    # without what came, vectors it may centre in place are not read as they came: it takes no ownership
+    raw = x.copy()
+    evidence_input(raw, None, p, own=True)
+    assert np.array_equal(raw, x)
 
 
 def test_sides_alike_in_the_model_space_need_more_evidence():
