@@ -28,6 +28,7 @@ import numpy as np
 
 from headseg.analysis.text import ANY_LINE_BREAK, LINE_BREAK, LINE_BREAK_CHARS
 
+from .penalty import BLOCK_ROWS
 from .units import looks_like_heading
 
 #: a blank line: two line breaks with only spaces or tabs (any whitespace but a line break) between
@@ -196,8 +197,8 @@ def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray
     sums = np.zeros((m, x.shape[1]))
     # weighted a block of rows at a time and divided in place: ``x · w`` whole and the quotient beside the
     # sums were two more copies of the vectors at once (the same numbers: add.at adds in index order)
-    for s in range(0, len(x), _ROWS):
-        np.add.at(sums, groups[s:s + _ROWS], x[s:s + _ROWS] * w[s:s + _ROWS, None])
+    for s in range(0, len(x), BLOCK_ROWS):
+        np.add.at(sums, groups[s:s + BLOCK_ROWS], x[s:s + BLOCK_ROWS] * w[s:s + BLOCK_ROWS, None])
     mass = np.zeros(m)
     np.add.at(mass, groups, w)
     tok = np.zeros(m)
@@ -205,9 +206,6 @@ def group_vectors(x: np.ndarray, tokens, groups: np.ndarray) -> tuple[np.ndarray
     sums /= mass[:, None]
     return sums, tok, first
 
-
-#: rows of the unit vectors :func:`group_vectors` weighs at once
-_ROWS = 512
 
 
 def group_units(x: np.ndarray, tokens, groups: np.ndarray, segments: int | None = None):

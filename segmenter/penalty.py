@@ -91,9 +91,9 @@ def local_statistics(x: np.ndarray, window: int, max_lag: int) -> tuple[np.ndarr
     hi = np.clip(pos + window, 0, n)
     # the differences a block at a time: whole, they were one more copy of the vectors at the peak
     steps = np.empty(max(n - 1, 0))
-    for s in range(0, n - 1, _BLOCK):
-        d = x[s + 1:s + 1 + _BLOCK] - x[s:s + _BLOCK][:len(steps[s:s + _BLOCK])]
-        steps[s:s + _BLOCK] = np.einsum("ij,ij->i", d, d)
+    for s in range(0, n - 1, BLOCK_ROWS):
+        d = x[s + 1:s + 1 + BLOCK_ROWS] - x[s:s + BLOCK_ROWS][:len(steps[s:s + BLOCK_ROWS])]
+        steps[s:s + BLOCK_ROWS] = np.einsum("ij,ij->i", d, d)
     sq = np.concatenate([[0.0], np.cumsum(steps)])
     a_lo, a_hi = np.minimum(lo, n - 1), np.minimum(hi, n - 1)
     s2 = (sq[a_hi] - sq[a_lo]) / np.maximum(a_hi - a_lo, 1) / 2.0
@@ -139,7 +139,7 @@ class _Prefix:
         start, stop = int(idx[0]), int(idx[-1])
         end = self.first + len(self.held) - 1
         while end < start:  # skipped ahead: sum the rows between, a block at a time, keeping the last
-            step = min(start, end + _BLOCK)
+            step = min(start, end + BLOCK_ROWS)
             self.held, self.first, end = _summed(self.x[end:step], self.held[-1])[-1:], step, step
         held = self.held[start - self.first:]
         if stop > end:
@@ -163,10 +163,10 @@ def spread(x: np.ndarray) -> float:
     the search's (the peak of a long page of short units)."""
     mean = x.mean(axis=0)
     rows = np.empty(len(x))
-    for s in range(0, len(x), _BLOCK):
-        d = x[s:s + _BLOCK] - mean
+    for s in range(0, len(x), BLOCK_ROWS):
+        d = x[s:s + BLOCK_ROWS] - mean
         np.square(d, out=d)
-        rows[s:s + _BLOCK] = d.sum(axis=1)
+        rows[s:s + BLOCK_ROWS] = d.sum(axis=1)
     return float(rows.mean())
 
 
@@ -174,13 +174,13 @@ def row_squares(x: np.ndarray) -> np.ndarray:
     """``(x * x).sum(axis=1)``, a block of rows at a time: each row's sum is the same, without a whole
     squared copy of ``x``."""
     out = np.empty(len(x))  # float64: a narrower float's sums widen exactly
-    for s in range(0, len(x), _BLOCK):
-        out[s:s + _BLOCK] = (x[s:s + _BLOCK] * x[s:s + _BLOCK]).sum(axis=1)
+    for s in range(0, len(x), BLOCK_ROWS):
+        out[s:s + BLOCK_ROWS] = (x[s:s + BLOCK_ROWS] * x[s:s + BLOCK_ROWS]).sum(axis=1)
     return out
 
 
-#: rows a temporary of the vectors' size holds at once
-_BLOCK = 512
+#: rows a temporary of the vectors' size holds at once (here and in :func:`~headseg.segmenter.lines.group_vectors`)
+BLOCK_ROWS = 512
 #: windows whose sums :func:`window_norms` holds at once (each end's prefix sums held as far back as its block)
 _WINDOWS = 128
 
@@ -198,13 +198,13 @@ def prefix_sums(x: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
         return out
     # weighted a block at a time (``x · scale`` whole was a copy beside ``out``), the sum so far added to
     # each block's first row: every row the same addition as in one cumsum
-    for s in range(0, len(x), _BLOCK):
-        block = out[s + 1:s + 1 + _BLOCK]
-        np.multiply(x[s:s + _BLOCK], scale[s:s + _BLOCK, None], out=block)
+    for s in range(0, len(x), BLOCK_ROWS):
+        block = out[s + 1:s + 1 + BLOCK_ROWS]
+        np.multiply(x[s:s + BLOCK_ROWS], scale[s:s + BLOCK_ROWS, None], out=block)
         block[0] += out[s]
         np.cumsum(block, axis=0, out=block)
     return out
 
 
-__all__ = ("StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average", "prefix_sums", "row_squares",
+__all__ = ("BLOCK_ROWS", "StatisticsMemo", "boundary_penalty", "local_statistics", "moving_average", "prefix_sums", "row_squares",
            "spread", "window_norms")
