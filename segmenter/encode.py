@@ -10,8 +10,9 @@ pools (``CaptureBackend.unit_vectors``, one implementation in
 content tokens, normalised, weighted, concatenated; the model's own embedding
 appended at its share), so only ``[U, D]`` rows come back from it.
 
-Cost: one forward pass over every token once (the capture backend's), plus
-O(U · N · d) for the pooling.
+Cost: one forward pass over every token of each distinct unit once (the capture
+backend's; a unit whose token ids an earlier unit has takes its vector,
+:func:`distinct_units`), plus O(U · N · d) for the pooling.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
         owners.append(o + bounds[-1])
         bounds.append(bounds[-1] + len(units))
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    windows, owner, first = distinct_units(windows, owner, bounds[-1])
     x = np.zeros((bounds[-1], 0))
     own_bar = progress is True
     bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
@@ -114,7 +116,36 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
     finally:
         if own_bar:
             bar.close()
+    x = x[first]  # each repeated unit takes the vector of its first occurrence
     return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
+
+
+def distinct_units(windows: Sequence[Window], owner: np.ndarray, count: int
+                   ) -> tuple[list[Window], np.ndarray, np.ndarray]:
+    """The windows of each unit whose token ids no earlier unit has, and ``first [count]``: for each of
+    ``count`` units the first unit with its windows' ids (itself where it is the first; a unit without
+    windows is its own).
+
+    A unit's vector is a function of its windows' ids alone (each unit is encoded on its own and pooled
+    over its content tokens), so a repeated unit is encoded once: ``'*' * N``, cut every 32 tokens, is
+    one model call, not N/32, and a meeting's hundreds of "Yeah." one each.  Cost: O(tokens) to key the
+    units, against the model's forward pass over them.
+    """
+    first = np.arange(count)
+    if not len(windows):
+        return list(windows), owner, first
+    units, groups = unit_groups(owner)
+    seen: dict[tuple[bytes, ...], int] = {}
+    keep = np.zeros(len(windows), dtype=bool)
+    for u, g in zip(units.tolist(), groups):
+        key = tuple(windows[i].input_ids.tobytes() for i in g)
+        was = seen.setdefault(key, u)
+        first[u] = was
+        if was == u:
+            keep[g] = True
+    if keep.all():
+        return list(windows), owner, first
+    return [w for w, k in zip(windows, keep) if k], owner[keep], first
 
 
 def sorted_selection(heads, weights) -> tuple[list[tuple[int, int]], np.ndarray]:
