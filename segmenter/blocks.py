@@ -49,7 +49,7 @@ from .structure import ATOMIC, Structure
 #: and 76 % at 512; twice that, 99.9 % and 99.7 % (docs/results.md, "Documents with structure")
 HEADING_BONUS = (3.0, 2.5, 2.0, 1.5)
 #: the kinds that are cut only between their pieces (lines, rows) when larger than the budget
-LINED = frozenset({"code", "table", "html", "front_matter"})
+LINED = frozenset({"code", "table", "html", "front_matter", "definitions"})
 
 
 def split_at_blocks(text: str, units: Sequence[tuple[int, int]], structure: Structure) -> list[tuple[int, int]]:

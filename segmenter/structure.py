@@ -38,9 +38,9 @@ from . import jsx
 STRUCTURES = ("auto", "markdown", "mdx", "plain")
 #: the kinds of :class:`Block`
 KINDS = ("heading", "paragraph", "code", "table", "list", "list_item", "blockquote", "html", "front_matter", "hr",
-         "jsx")
+         "jsx", "definitions")
 #: the kinds a search must not cut while they fit its budget (cut between their ``pieces`` otherwise)
-ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter", "jsx"})
+ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter", "jsx", "definitions"})
 
 
 @dataclass(frozen=True)
@@ -236,11 +236,33 @@ def read_markdown(text: str, mdx: bool | None = False) -> Structure:
             blocks.append(Block("html", a, b, pieces=inner(l0, l1)))
         elif t.type == "hr":
             blocks.append(Block("hr", a, b))
+    blocks += [Block("definitions", at(l0), at(l1), pieces=inner(l0, l1)) for l0, l1 in _definitions(tokens, bare)]
     if plan is not None:
         blocks += [Block("jsx", at(l0), at(l1), level=d) for l0, l1, d in plan.elements]
         blocks += [Block("html", at(l0), at(l1), pieces=inner(l0, l1)) for l0, l1 in plan.loose]
     blocks.sort(key=lambda blk: (blk.start, -blk.end))
     return Structure(text, tuple(blocks))
+
+
+def _definitions(tokens, bare: list[str]) -> list[tuple[int, int]]:
+    """The line ranges ``[l0, l1)`` of the top-level link reference definitions (``[id]: url``): the parser
+    keeps them and emits no token, so they are the lines with text that no top-level token covers.  A
+    run of them is one block (``definitions``), read like code: no topic lives in a URL, so its lines
+    are grouped (:mod:`~headseg.segmenter.verbatim`) and cut only between them."""
+    covered = [False] * len(bare)
+    for t in tokens:
+        if t.level == 0 and t.map is not None:
+            for li in range(t.map[0], min(t.map[1], len(bare))):
+                covered[li] = True
+    out: list[tuple[int, int]] = []
+    for li, line in enumerate(bare):
+        if covered[li] or not line.strip():
+            continue
+        if out and out[-1][1] == li:
+            out[-1] = (out[-1][0], li + 1)
+        else:
+            out.append((li, li + 1))
+    return out
 
 
 def _finished(block: Block, children: list[int], kind: str) -> Block:
@@ -252,12 +274,17 @@ def _finished(block: Block, children: list[int], kind: str) -> Block:
 
 
 def looks_like_markdown(text: str) -> bool:
-    """Whether ``text`` reads as Markdown: a code fence, a GFM table, at least two ATX headings, or
-    an HTML block that wraps a fence (``<details>`` or ``<Tabs>`` written directly around one)."""
-    if "```" not in text and "~~~" not in text and "|" not in text and "#" not in text:
-        return False  # prose without a fence, a table or a heading marker: no parse needed
+    """Whether ``text`` reads as Markdown: a code fence, a GFM table, at least two ATX headings, an
+    HTML block that wraps a fence (``<details>`` or ``<Tabs>`` written directly around one), or at
+    least two link reference definitions (``[id]: url`` lines)."""
+    if "```" not in text and "~~~" not in text and "|" not in text and "#" not in text and "]:" not in text:
+        return False  # prose without a fence, a table, a heading marker or a definition: no parse needed
     atx = 0
-    for t in _parser().parse(text):
+    env: dict = {}
+    tokens = _parser().parse(text, env)
+    if len(env.get("references", ())) >= 2:
+        return True
+    for t in tokens:
         if t.type == "fence" or t.type == "table_open":
             return True
         if t.type == "html_block" and _WRAPPED_FENCE.search(t.content):

@@ -38,7 +38,10 @@ from .document import TokenCount
 from .structure import Block, Structure
 
 #: the kinds whose lines are read in groups: code, HTML, JSX elements (their tag lines) and front matter
-VERBATIM = frozenset({"code", "html", "jsx", "front_matter"})
+VERBATIM = frozenset({"code", "html", "jsx", "front_matter", "definitions"})
+#: the kinds whose lines are grouped whatever their length: a link reference definition is a label and a
+#: URL, no sentence (20,000 of them were 20,000 model calls: issue 49, item 8)
+ALWAYS = frozenset({"definitions"})
 #: a block's lines are grouped when they average at most this many tokens (a unit of fewer tokens than
 #: ``TopicParams.weight_tokens``, 8, weighs less in the search: its vector is noisy)
 SHORT_LINES = 8.0
@@ -79,7 +82,7 @@ def group_verbatim_lines(text: str, units: Sequence[tuple[int, int]], tokens, st
     tags = _tag_lines(text, structure.blocks)
     for i, (inner, outer) in enumerate(_owners(text, units, structure.blocks)):
         if outer is None or outer is not root:
-            _pack(units, tokens, run, starts, most, fits, out)
+            _pack(units, tokens, run, starts, most, fits, out, root is not None and root.kind in ALWAYS)
             run, starts, root = [], [], outer
         if outer is None:
             out.append(units[i])
@@ -88,7 +91,7 @@ def group_verbatim_lines(text: str, units: Sequence[tuple[int, int]], tokens, st
             pieces[id(inner)] = frozenset((inner.start, *inner.pieces))
         starts.append(not run or _cut_allowed(text, units[i][0], pieces.get(id(inner)), tags))
         run.append(i)
-    _pack(units, tokens, run, starts, most, fits, out)
+    _pack(units, tokens, run, starts, most, fits, out, root is not None and root.kind in ALWAYS)
     return out
 
 
@@ -158,11 +161,11 @@ _TRAILING = re.compile(r"(?:\r\n|\r|\n)?\Z")
 
 
 def _pack(units, tokens: list[int], run: list[int], starts: list[bool], most: int, fits: Fits | None,
-          out: list[tuple[int, int]]) -> None:
+          out: list[tuple[int, int]], always: bool = False) -> None:
     """Append to ``out`` the units ``run`` (indices) of one block: as they are when they average more than
-    :data:`SHORT_LINES` tokens, else as lines (from one start that may open a group to the next) packed
+    :data:`SHORT_LINES` tokens (unless ``always``, a block of :data:`ALWAYS`), else as lines (from one start that may open a group to the next) packed
     greedily into groups of at most ``most`` tokens that ``fits``; a line over that stays its units."""
-    if not run or sum(tokens[i] for i in run) > SHORT_LINES * len(run):
+    if not run or (not always and sum(tokens[i] for i in run) > SHORT_LINES * len(run)):
         out.extend(units[i] for i in run)  # lines of a sentence's length: each its own unit, as before
         return
     lines: list[list[int]] = []  # first and last unit of each line
@@ -186,4 +189,4 @@ def _pack(units, tokens: list[int], run: list[int], starts: list[bool], most: in
     out.extend((units[first][0], units[last][1]) for first, last, _ in groups)
 
 
-__all__ = ("LIMIT_SHARE", "VERBATIM", "group_verbatim_lines", "share_fits")
+__all__ = ("ALWAYS", "LIMIT_SHARE", "VERBATIM", "group_verbatim_lines", "share_fits")
