@@ -33,8 +33,9 @@ import time
 
 from benchmarks.common import REPO, child_env, default_tokenizer, make_text, module_command, peak_rss_mb, timed_segment
 
-KINDS = ("prose", "dots", "?!", "tiny", "words", "headings", "linkrefs", "stars", "*a_", "brackets", "backticks", "mdx", "markdown")
+KINDS = ("prose", "dots", "?!", "tiny", "words", "lines", "headings", "linkrefs", "stars", "*a_", "brackets", "backticks", "mdx", "markdown")
 NAMES = {"prose": "prose", "dots": "'.' * N", "?!": "'?!' * N", "tiny": "'a.\\n' * N", "words": "random words",
+         "lines": "lines of 4-9 random words",
          "headings": "'# H{i}\\n' headings", "linkrefs": "'[r{i}]: url' definitions", "stars": "'*' * N",
          "*a_": "'*a_' * N", "brackets": "'[' * N + 'x' + ']' * N", "backticks": "'`' * 3N/7 + '`a' * 2N/7",
          "mdx": "MDX tabs page", "markdown": "README + docs/*.md"}
@@ -92,6 +93,9 @@ def make(kind: str, n: int) -> str:
         return MARKDOWN_KINDS[kind](n)
     vocab = sorted(default_tokenizer().backend.get_vocab())
     words = [w for w in vocab if w.isalpha() and w.isascii() and len(w) > 2]
+    if kind == "lines":  # plain text of short lines: each line a unit (a transcript's turns are too)
+        rng = random.Random(49)
+        return _repeat(lambda i: " ".join(rng.choice(words) for _ in range(rng.randint(4, 9))) + "\n", n)
     rng = random.Random(35)
     out, size = [], 0
     while size < n:

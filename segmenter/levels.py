@@ -140,9 +140,11 @@ def topic_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: 
     return d.finish(result)
 
 
-@register_level("unit", "sentence-like units", search=False)
+@register_level("unit", "sentence-like units (short lines of code and markup in groups)", search=False)
 def unit_level(d: Document, x: np.ndarray | None, request: SearchRequest, ctx: LevelContext) -> Segmentation:
-    """The units themselves, each a segment scored 1."""
+    """The units themselves, each a segment scored 1: what the search reads, so in Markdown the short lines of a
+    code block, an HTML block, a JSX element, front matter or link definitions come in groups
+    (:mod:`~headseg.segmenter.verbatim`)."""
     return d.finish(Segmentation.from_boundaries(
         d.text, [a for a, _ in d.units[1:]], [1.0] * (len(d.units) - 1), level="unit",
         meta={"units": len(d.units)}))
