@@ -107,6 +107,7 @@ def main(argv=None) -> int:
             acc["tree_c"].append(scores(c, top))
             acc["tree_a"].append(scores(f, leaves))
             acc["depth"].append(len(levels))
+            acc.setdefault("ref_depth", []).append(2 if c.num_segments < f.num_segments else 1)
             if embed is not None:
                 units = embed.predict(f).unit_boundaries(f)
                 chars = [f.starts[u] for u in units]
@@ -127,6 +128,14 @@ def main(argv=None) -> int:
                 pk, wd, m = np.mean(vals, axis=0)
                 print(f"| {name} | {ref} | {label} | {pk:.3f} | {wd:.3f} | {m:.1f} ({ref_n:.1f}) |")
         print(f"| {name} | | tree depth (mean) | {np.mean(acc['depth']):.2f} | | |")
+        # the reference's own depth: two levels where its sections have subsections, else one
+        two = np.asarray(acc["ref_depth"]) == 2
+        depth = np.asarray(acc["depth"])
+        print(f"| {name} | | reference depth (mean) | {np.mean(acc['ref_depth']):.2f} | | |")
+        print(f"| {name} | | tree depth where the reference has two levels ({two.sum()} of {len(two)}) | "
+              f"{depth[two].mean() if two.any() else float('nan'):.2f} | | |")
+        print(f"| {name} | | tree depth where it has one ({(~two).sum()}) | "
+              f"{depth[~two].mean() if (~two).any() else float('nan'):.2f} | | |")
     return 0
 
 

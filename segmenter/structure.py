@@ -40,7 +40,8 @@ STRUCTURES = ("auto", "markdown", "mdx", "plain")
 KINDS = ("heading", "paragraph", "code", "table", "list", "list_item", "blockquote", "html", "front_matter", "hr",
          "jsx", "definitions")
 #: the kinds a search must not cut while they fit its budget (cut between their ``pieces`` otherwise)
-ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter", "jsx", "definitions"})
+ATOMIC = frozenset({"code", "table", "list", "list_item", "blockquote", "html", "front_matter", "jsx",
+                    "definitions"})
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ The sentence rules end a unit at every line break, and a unit costs a model call
 search whatever its length: a Docusaurus page, ``<Tabs>`` and ``<TabItem>`` tag lines around short
 fences, is about 5 tokens a unit (``'<Tabs>\\n'``, ``'```py\\n'``, ``'import tool\\n'``), and 100 KB
 of it was 7,646 units, 5.8× prose's time per byte and 537 MB at its peak (docs/performance.md,
-"Hostile Markdown").  The line ends of code, of an HTML block, of a JSX element's tag lines and of
-front matter (:data:`VERBATIM`) are no sentence ends and no topic boundaries, so here consecutive
+"Hostile Markdown").  The line ends of code, of an HTML block, of a JSX element's tag lines, of
+front matter and of link reference definitions (:data:`VERBATIM`) are no sentence ends and no topic
+boundaries, so here consecutive
 short such lines are joined into units of at most one model window (``most``: its content tokens,
 read in one call).  These blocks are :data:`~headseg.segmenter.structure.ATOMIC`: without a size
 limit no cut falls inside one, so the groups change no place a cut may fall, only how many calls and
@@ -17,7 +18,8 @@ the grouping.
 What stays as it was: every unit of a paragraph, a heading, a list, a table or a quote (inside a JSX
 element too: an admonition's text is prose), all of plain text (a transcript's short lines end turns),
 and a block whose lines average more than :data:`SHORT_LINES` tokens (more than half the code blocks of
-the dev Markdown), so ordinary Markdown keeps most of its units and results.  A group never crosses
+the dev Markdown; link definitions, a label and a URL, are grouped whatever their length:
+:data:`ALWAYS`), so ordinary Markdown keeps most of its units and results.  A group never crosses
 the edge of the outermost such block it lies in (two code blocks in a row stay apart), and it ends
 only where a cut may fall: at a line start, and inside a code block, an HTML block or front matter
 only between its pieces (:class:`~headseg.segmenter.structure.Block`), so a block larger than the
@@ -163,7 +165,8 @@ _TRAILING = re.compile(r"(?:\r\n|\r|\n)?\Z")
 def _pack(units, tokens: list[int], run: list[int], starts: list[bool], most: int, fits: Fits | None,
           out: list[tuple[int, int]], always: bool = False) -> None:
     """Append to ``out`` the units ``run`` (indices) of one block: as they are when they average more than
-    :data:`SHORT_LINES` tokens (unless ``always``, a block of :data:`ALWAYS`), else as lines (from one start that may open a group to the next) packed
+    :data:`SHORT_LINES` tokens (unless ``always``, a block of :data:`ALWAYS`), else as lines (from one start
+    that may open a group to the next) packed
     greedily into groups of at most ``most`` tokens that ``fits``; a line over that stays its units."""
     if not run or (not always and sum(tokens[i] for i in run) > SHORT_LINES * len(run)):
         out.extend(units[i] for i in run)  # lines of a sentence's length: each its own unit, as before
