@@ -101,7 +101,11 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
         bounds.append(bounds[-1] + len(units))
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     windows, owner, first = distinct_units(windows, owner, bounds[-1])
-    x = np.zeros((bounds[-1], 0))
+    # rows for the distinct units only, spread over their repeats once at the end (one [U, D] array at most)
+    kept = np.unique(first)
+    row = np.zeros(bounds[-1], dtype=np.int64)
+    row[kept] = np.arange(len(kept))
+    x = np.zeros((len(kept), 0))
     own_bar = progress is True
     bar = progress_bar(total=len(windows), desc="encoding units", unit="unit") if own_bar else progress or None
     try:
@@ -109,14 +113,15 @@ def encode_units(items: Sequence[tuple[TokenizedText, Sequence[tuple[int, int]]]
             rows = backend.unit_vectors([windows[i] for i in call.windows], call.owners, heads, weights,
                                         output_weight=output_weight)
             if not x.shape[1]:
-                x = np.zeros((bounds[-1], rows.shape[1]))
-            x[call.units] = rows
+                x = np.zeros((len(kept), rows.shape[1]))
+            x[row[call.units]] = rows
             if bar is not None:
                 bar.update(len(call.windows))
     finally:
         if own_bar:
             bar.close()
-    x = x[first]  # each repeated unit takes the vector of its first occurrence
+    if len(kept) < bounds[-1]:
+        x = x[row[first]]  # each repeated unit takes the vector of its first occurrence
     return [x[bounds[i]: bounds[i + 1]] for i in range(len(items))]
 
 

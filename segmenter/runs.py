@@ -37,7 +37,12 @@ def may_start(text: str, offsets: np.ndarray, i: int) -> bool:
 #: ``UnitParams.auto_tokens``: the widest letterless line in the repository's Markdown (a table's
 #: separator row) is 104 tokens, and such lines keep the detector's cuts
 FILLER_RUN = 512
-FILLER_TOKENS = 32
+#: the most tokens a unit made of a hostile run holds (a filler stretch's piece, a group of tiny units or of
+#: short headings): a unit is a row of every search array, about 9 KB of float64 vectors each, so 1 MB of
+#: ``'.'`` (a million tokens) at 32 tokens a unit peaked at 1.5 GB; at 64, about half (docs/performance.md).
+#: Half a model window, so a group is read in one call.
+GROUP_TOKENS = 64
+FILLER_TOKENS = GROUP_TOKENS
 #: a stretch of at least ``FILLER_RUN`` tokens of a longer sentence is *repetitive* when its token ids
 #: (int32, little-endian) compress by zlib to at most this many bytes per token: ``'*a_' * N``, brackets
 #: around one letter, backticks and ``'`a' * N`` are 0.05-0.07, and are cut on the same grid as
@@ -120,8 +125,8 @@ TINY_TOKENS = 3
 #: this many tiny units in a row are encoded and searched in groups (no dev document has such a run:
 #: dialogue's "Yes." "Okay." come one or two at a time, benchmarks/hostile_cost.py)
 TINY_RUN = 8
-#: the most tokens a group of tiny units holds (about a sentence of prose)
-TINY_GROUP = 32
+#: the most tokens a group of tiny units holds (and a group of short headings)
+TINY_GROUP = GROUP_TOKENS
 
 
 def group_tiny_runs(units: Sequence[tuple[int, int]], tokens, breaks: Sequence[int] = ()) -> list[tuple[int, int]]:
@@ -218,5 +223,5 @@ def group_heading_runs(text: str, units: Sequence[tuple[int, int]], tokens,
     return out
 
 
-__all__ = ("FILLER_BYTES", "FILLER_RUN", "FILLER_TOKENS", "HEADING_TOKENS", "TINY_GROUP", "TINY_RUN",
+__all__ = ("FILLER_BYTES", "FILLER_RUN", "FILLER_TOKENS", "GROUP_TOKENS", "HEADING_TOKENS", "TINY_GROUP", "TINY_RUN",
            "TINY_TOKENS", "filler_pieces", "grid_starts", "group_heading_runs", "group_tiny_runs", "may_start")

@@ -28,7 +28,8 @@ def test_a_run_of_short_headings_is_grouped_at_heading_starts():
     text = "".join(f"# H{i}\n" for i in range(40))
     units, got = _group(text, 4)
     assert "".join(text[a:b] for a, b in got) == text
-    assert len(got) == 40 // (TINY_GROUP // 4)  # eight headings of four tokens a group
+    per = TINY_GROUP // 4  # headings of four tokens a group
+    assert [len(text[a:b].splitlines()) for a, b in got] == [per] * (40 // per) + ([40 % per] if 40 % per else [])
     assert all(text[a] == "#" for a, _ in got)  # every group opens at a heading
 
 
@@ -45,9 +46,10 @@ def test_other_headings_stay_units(text, tokens):
 
 
 def test_blank_lines_between_headings_keep_the_run():
-    text = "".join(f"## H{i}\n\n" for i in range(16))
+    n = 2 * TINY_GROUP // 4  # two groups' worth of four-token headings
+    text = "".join(f"## H{i}\n\n" for i in range(n))
     units, got = _group(text, 4)
-    assert len(units) == 16 and len(got) == 2 and "".join(text[a:b] for a, b in got) == text
+    assert len(units) == n and len(got) == 2 and "".join(text[a:b] for a, b in got) == text
 
 
 def test_token_counts_must_match():
