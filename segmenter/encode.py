@@ -132,8 +132,8 @@ def distinct_units(windows: Sequence[Window], owner: np.ndarray, count: int
     windows is its own).
 
     A unit's vector is a function of its windows' ids alone (each unit is encoded on its own and pooled
-    over its content tokens), so a repeated unit is encoded once: ``'*' * N``, cut every 32 tokens, is
-    one model call, not N/32, and a meeting's hundreds of "Yeah." one each.  Cost: O(tokens) to key the
+    over its content tokens), so a repeated unit is encoded once: ``'*' * N``, cut into pieces of the same
+    ids, is a few model calls, not one a piece, and a meeting's hundreds of "Yeah." one each.  Cost: O(tokens) to key the
     units, against the model's forward pass over them.
     """
     first = np.arange(count)

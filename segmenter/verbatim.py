@@ -39,7 +39,8 @@ from .blocks import LINED, content_start
 from .document import TokenCount
 from .structure import Block, Structure
 
-#: the kinds whose lines are read in groups: code, HTML, JSX elements (their tag lines) and front matter
+#: the kinds whose lines are read in groups: code, HTML, JSX elements (their tag lines), front matter and
+#: link reference definitions
 VERBATIM = frozenset({"code", "html", "jsx", "front_matter", "definitions"})
 #: the kinds whose lines are grouped whatever their length: a link reference definition is a label and a
 #: URL, no sentence (20,000 of them were 20,000 model calls: issue 49, item 8)
