@@ -83,7 +83,8 @@ def test_cancelling_the_task_drops_the_windows(segmenter):
 
     calls: list[int] = []
     runner = AsyncRunner(segmenter, max_batch_tokens=64, workers=2, on_batch=lambda t, w: calls.append(w))
-    long_text = " ".join(documents(40))
+    # each sentence numbered: repeated units are encoded once, and this must keep the model busy a while
+    long_text = " ".join(d.replace(". ", f" {i}. ") for i, d in enumerate(documents(40)))
     ticket = Ticket()
 
     async def main():
