@@ -76,7 +76,7 @@ def predict(docs: list[dict], params, given: bool = False) -> dict[str, list[int
         opts = SegmentOptions(segments=len(d["bounds"]) + 1) if given else SegmentOptions()
         # the cached units over the text's tokens, as plain text (no Markdown structure), as before
         doc = Document.build(d["text"], tokenize(d["text"], tok), d["units"])
-        cuts, _ = document_boundaries(doc, d["x"], opts.request(), params)
+        cuts = document_boundaries(doc, d["x"], opts.request(), params).cuts
         out[d["id"]] = snap_offsets([d["units"][c][0] for c in cuts], d["starts"], len(d["text"]))
     return out
 

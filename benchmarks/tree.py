@@ -97,7 +97,7 @@ def main(argv=None) -> int:
             # the cached units over the text's tokens, as plain text (no Markdown structure), as before
             doc = Document.build(f.text, tokenize(f.text, seg.loaded.tokenizer), v["units"])
             starts = [a for a, _ in v["units"]]
-            flat, _ = document_boundaries(doc, v["x"], request, seg.params)
+            flat = document_boundaries(doc, v["x"], request, seg.params).cuts
             flat_chars = [starts[i] for i in flat]
             levels = tree_mod.tree_levels(doc, v["x"], request, seg.params, depth=args.depth)
             top = [starts[i] for i in levels[0].cuts]
