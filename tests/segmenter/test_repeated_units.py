@@ -101,3 +101,16 @@ def test_a_run_of_one_symbol_costs_the_same_model_windows_at_any_length(seg, mon
         counts.append(c.count)
     # the 32-token pieces are the same ids: a handful of distinct ones (the run's ends), whatever its length
     assert counts[1] <= counts[0] + 2 and counts[1] <= 8, counts
+
+
+@pytest.mark.parametrize("kind", ["stars", "dots", "tiny", "headings"])
+def test_units_of_a_hostile_run_hold_about_64_tokens(seg, kind):
+    """Each unit is a row of every search array (about 9 KB of vectors in each copy), so the runs are read
+    in units of up to ``GROUP_TOKENS`` (64): at 32, 1 MB of '.' peaked at 1.5 GB."""
+    from headseg.segmenter.runs import GROUP_TOKENS
+
+    text = make(kind, 8_000)
+    doc = seg.document(text)
+    tokens = len(seg.tokenize(text))
+    assert GROUP_TOKENS == 64
+    assert tokens / len(doc.units) >= 0.75 * GROUP_TOKENS, (tokens, len(doc.units))
