@@ -58,6 +58,12 @@ def unit_token_ranges(tokens: TokenizedText, units: Sequence[Span]) -> np.ndarra
     return np.stack([first, np.append(first[1:], len(tokens))], axis=1)
 
 
+def unit_token_counts(tokens: TokenizedText, units: Sequence[Span]) -> np.ndarray:
+    """``[U]`` the model's tokens of each unit (:func:`unit_token_ranges`' widths)."""
+    ranges = unit_token_ranges(tokens, units)
+    return ranges[:, 1] - ranges[:, 0]
+
+
 def at_line_start(text: str, offset: int) -> bool:
     """Whether only spaces or tabs stand between ``offset`` and the start of its line (the indentation
     of a list item's or a quote's lines belongs to the unit before)."""
@@ -214,4 +220,4 @@ class Document:
         return result.annotated(self.count.span, None if self.structure is None else self.structure.heading_path)
 
 
-__all__ = ("Document", "TokenCount", "after_sentence_end", "at_line_start", "unit_token_ranges")
+__all__ = ("Document", "TokenCount", "after_sentence_end", "at_line_start", "unit_token_counts", "unit_token_ranges")

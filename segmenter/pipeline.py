@@ -38,7 +38,7 @@ from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize, window_width
 
 from .blocks import split_at_blocks
-from .document import Document, TokenCount, unit_token_ranges
+from .document import Document, TokenCount, unit_token_counts
 from .encode import UnitEncoder
 from .evidence import evidence_for
 from .levels import LevelContext, get_level, whitespace_result
@@ -261,14 +261,13 @@ class Pipeline:
             if structure is not None:
                 units = split_at_blocks(text, units, structure)  # no unit straddles a block
                 # ...but a long run of short headings is read in groups, as tiny units are
-                units = group_heading_runs(text, units, np.diff(unit_token_ranges(tokens, units), axis=1)[:, 0],
+                units = group_heading_runs(text, units, unit_token_counts(tokens, units),
                                            [(h.start, h.end) for h in structure.headings])
                 # ...and the lines of code and markup too, each group within a share of the hard limits
-                units = group_verbatim_lines(text, units, np.diff(unit_token_ranges(tokens, units), axis=1)[:, 0],
+                units = group_verbatim_lines(text, units, unit_token_counts(tokens, units),
                                              structure, window_width(self._encoder.tokenizer, self.window_tokens),
                                              share_fits(count, opts.max_chars, opts.max_tokens))
-            ranges = unit_token_ranges(tokens, units)
-            units = group_tiny_runs(units, ranges[:, 1] - ranges[:, 0],
+            units = group_tiny_runs(units, unit_token_counts(tokens, units),
                                     structure.breaks() if structure is not None else ())
         units = split_oversized(text, tokens, units, opts.max_chars, opts.max_tokens, count)
         return Document.build(text, tokens, units, structure, count)
