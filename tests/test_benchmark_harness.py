@@ -73,3 +73,25 @@ def test_markdown_tables_align_as_asked():
     proc = run_python(code, REPO)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "| a | b | c |\n|---|---:|---|\n| 1 | 2 | 3 |\n| x | y | z |\n"
+
+
+def test_the_keep_apart_pairing_counts_questions_and_tests_their_signs():
+    """The paired table of ``benchmarks.keep_apart``: rose / fell counts, the mean change, an interval
+    around it, and the exact sign test recomputed from the binomial by hand."""
+    import numpy as np
+
+    from benchmarks.keep_apart import paired, sign_test
+
+    assert sign_test(0, 0) == 1.0
+    assert sign_test(3, 3) == 1.0
+    assert sign_test(2, 4) == (1 + 6 + 15) * 2 / 64  # P(at most 2 of 6) on both sides
+    assert sign_test(0, 10) == 2 / 1024
+    assert sign_test(10, 0) == sign_test(0, 10)
+    a = np.array([1.0, 1.0, 0.0, 0.5, 1.0, 0.0, 0.0, 1.0])
+    b = np.array([1.0, 0.0, 1.0, 0.5, 0.0, 0.0, 1.0, 0.25])
+    up, down, mean, lo, hi, p = paired(a, b)
+    assert (up, down) == (3, 2)
+    assert mean == 100 * (a - b).mean()
+    assert lo <= mean <= hi and lo < hi
+    assert p == sign_test(3, 2) == 1.0
+    assert paired(a, b) == (up, down, mean, lo, hi, p)  # seeded: the same interval each run
