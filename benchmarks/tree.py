@@ -8,6 +8,11 @@ every variant is a search per document (``segmenter.tree.tree_levels``, the call
 
     python -m benchmarks.tree                       # the table of docs/results.md
     python -m benchmarks.tree --scale 3 --fanout 8  # a variant of the tree's constants
+    python -m benchmarks.tree --free-scale 1.25,1.5 --evidence 2,3 --no-embedding   # a grid of them
+
+The trees here have no size limits, so their levels come from ``TREE_FREE_SCALE`` and
+``TREE_EVIDENCE`` (``--free-scale``, ``--evidence``; comma-separated values make a grid, one table
+each); ``--scale`` and ``--fanout`` are the constants of trees under size limits.
 """
 
 from __future__ import annotations
@@ -63,8 +68,12 @@ def scores(doc, chars) -> tuple[float, float, int]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "tree_cache")
-    ap.add_argument("--scale", type=float, default=None, help="the tree's penalty scale per level")
-    ap.add_argument("--fanout", type=int, default=None, help="the automatic depth's fan-out")
+    ap.add_argument("--scale", type=float, default=None, help="the penalty scale per level under size limits")
+    ap.add_argument("--fanout", type=int, default=None, help="the automatic depth's fan-out under size limits")
+    ap.add_argument("--free-scale", default=None, help="the penalty scale per level without size limits "
+                    "(TREE_FREE_SCALE; comma-separated: a grid)")
+    ap.add_argument("--evidence", default=None, help="the evidence a level k needs, EVIDENCE ** k "
+                    "(TREE_EVIDENCE; comma-separated: a grid)")
     ap.add_argument("--depth", type=int, default=None, help="a fixed depth (default: automatic)")
     ap.add_argument("--no-embedding", action="store_true", help="leave the embedding baseline out")
     args = ap.parse_args(argv)
@@ -81,6 +90,13 @@ def main(argv=None) -> int:
         tree_mod.TREE_SCALE = args.scale
     if args.fanout is not None:
         tree_mod.TREE_FANOUT = args.fanout
+    try:
+        scales = [float(v) for v in args.free_scale.split(",")] if args.free_scale else [tree_mod.TREE_FREE_SCALE]
+        evidence = [float(v) for v in args.evidence.split(",")] if args.evidence else [tree_mod.TREE_EVIDENCE]
+    except ValueError:
+        ap.error("--free-scale and --evidence take comma-separated numbers")
+    if min(scales) <= 1 or min(evidence) <= 0:
+        ap.error("--free-scale must be above 1 and --evidence above 0")
     seg = Segmenter(quiet=True)
     request = SegmentOptions().request()
     embed = None
@@ -88,54 +104,63 @@ def main(argv=None) -> int:
         from headseg.segmenter.evaluation.baselines import EmbeddingCosineMethod
 
         embed = EmbeddingCosineMethod()
-    rows = []
-    for name, level in SETS:
-        fine, coarse = load(name, level)
-        cached = cache(seg, name, fine, args.cache)
-        acc = {k: [] for k in ("flat_c", "flat_a", "tree_c", "tree_a", "emb_c", "emb_a", "depth")}
-        for f, c, v in zip(fine, coarse, cached):
-            # the cached units over the text's tokens, as plain text (no Markdown structure), as before
-            doc = Document.build(f.text, tokenize(f.text, seg.loaded.tokenizer), v["units"])
-            starts = [a for a, _ in v["units"]]
-            flat = document_boundaries(doc, v["x"], request, seg.params).cuts
-            flat_chars = [starts[i] for i in flat]
-            levels = tree_mod.tree_levels(doc, v["x"], request, seg.params, depth=args.depth)
-            top = [starts[i] for i in levels[0].cuts]
-            leaves = [starts[i] for i in levels[-1].cuts]
-            acc["flat_c"].append(scores(c, flat_chars))
-            acc["flat_a"].append(scores(f, flat_chars))
-            acc["tree_c"].append(scores(c, top))
-            acc["tree_a"].append(scores(f, leaves))
-            acc["depth"].append(len(levels))
-            acc.setdefault("ref_depth", []).append(2 if c.num_segments < f.num_segments else 1)
-            if embed is not None:
-                units = embed.predict(f).unit_boundaries(f)
-                chars = [f.starts[u] for u in units]
-                acc["emb_c"].append(scores(c, chars))
-                acc["emb_a"].append(scores(f, chars))
-        ref_c = np.mean([c.num_segments for c in coarse])
-        ref_a = np.mean([f.num_segments for f in fine])
-        rows.append((name, acc, ref_c, ref_a))
-    print("| data set | reference | method | Pk | WindowDiff | segments (ref) |")
-    print("|---|---|---|---:|---:|---:|")
-    for name, acc, ref_c, ref_a in rows:
-        for ref, tag, ref_n in (("coarse", "c", ref_c), ("all", "a", ref_a)):
-            for label, key in (("headseg flat", "flat"), ("headseg tree (" + ("top level" if tag == "c" else "leaves")
-                                                          + ")", "tree"), ("embedding baseline", "emb")):
-                vals = acc[f"{key}_{tag}"]
-                if not vals:
-                    continue
-                pk, wd, m = np.mean(vals, axis=0)
-                print(f"| {name} | {ref} | {label} | {pk:.3f} | {wd:.3f} | {m:.1f} ({ref_n:.1f}) |")
-        print(f"| {name} | | tree depth (mean) | {np.mean(acc['depth']):.2f} | | |")
-        # the reference's own depth: two levels where its sections have subsections, else one
-        two = np.asarray(acc["ref_depth"]) == 2
-        depth = np.asarray(acc["depth"])
-        print(f"| {name} | | reference depth (mean) | {np.mean(acc['ref_depth']):.2f} | | |")
-        print(f"| {name} | | tree depth where the reference has two levels ({two.sum()} of {len(two)}) | "
-              f"{depth[two].mean() if two.any() else float('nan'):.2f} | | |")
-        print(f"| {name} | | tree depth where it has one ({(~two).sum()}) | "
-              f"{depth[~two].mean() if (~two).any() else float('nan'):.2f} | | |")
+
+    def table() -> None:
+        rows = []
+        for name, level in SETS:
+            fine, coarse = load(name, level)
+            cached = cache(seg, name, fine, args.cache)
+            acc = {k: [] for k in ("flat_c", "flat_a", "tree_c", "tree_a", "emb_c", "emb_a", "depth")}
+            for f, c, v in zip(fine, coarse, cached):
+                # the cached units over the text's tokens, as plain text (no Markdown structure), as before
+                doc = Document.build(f.text, tokenize(f.text, seg.loaded.tokenizer), v["units"])
+                starts = [a for a, _ in v["units"]]
+                flat = document_boundaries(doc, v["x"], request, seg.params).cuts
+                flat_chars = [starts[i] for i in flat]
+                levels = tree_mod.tree_levels(doc, v["x"], request, seg.params, depth=args.depth)
+                top = [starts[i] for i in levels[0].cuts]
+                leaves = [starts[i] for i in levels[-1].cuts]
+                acc["flat_c"].append(scores(c, flat_chars))
+                acc["flat_a"].append(scores(f, flat_chars))
+                acc["tree_c"].append(scores(c, top))
+                acc["tree_a"].append(scores(f, leaves))
+                acc["depth"].append(len(levels))
+                acc.setdefault("ref_depth", []).append(2 if c.num_segments < f.num_segments else 1)
+                if embed is not None:
+                    units = embed.predict(f).unit_boundaries(f)
+                    chars = [f.starts[u] for u in units]
+                    acc["emb_c"].append(scores(c, chars))
+                    acc["emb_a"].append(scores(f, chars))
+            ref_c = np.mean([c.num_segments for c in coarse])
+            ref_a = np.mean([f.num_segments for f in fine])
+            rows.append((name, acc, ref_c, ref_a))
+        print("| data set | reference | method | Pk | WindowDiff | segments (ref) |")
+        print("|---|---|---|---:|---:|---:|")
+        for name, acc, ref_c, ref_a in rows:
+            for ref, tag, ref_n in (("coarse", "c", ref_c), ("all", "a", ref_a)):
+                for label, key in (("headseg flat", "flat"), ("headseg tree (" + ("top level" if tag == "c" else "leaves")
+                                                              + ")", "tree"), ("embedding baseline", "emb")):
+                    vals = acc[f"{key}_{tag}"]
+                    if not vals:
+                        continue
+                    pk, wd, m = np.mean(vals, axis=0)
+                    print(f"| {name} | {ref} | {label} | {pk:.3f} | {wd:.3f} | {m:.1f} ({ref_n:.1f}) |")
+            print(f"| {name} | | tree depth (mean) | {np.mean(acc['depth']):.2f} | | |")
+            # the reference's own depth: two levels where its sections have subsections, else one
+            two = np.asarray(acc["ref_depth"]) == 2
+            depth = np.asarray(acc["depth"])
+            print(f"| {name} | | reference depth (mean) | {np.mean(acc['ref_depth']):.2f} | | |")
+            print(f"| {name} | | tree depth where the reference has two levels ({two.sum()} of {len(two)}) | "
+                  f"{depth[two].mean() if two.any() else float('nan'):.2f} | | |")
+            print(f"| {name} | | tree depth where it has one ({(~two).sum()}) | "
+                  f"{depth[~two].mean() if (~two).any() else float('nan'):.2f} | | |")
+
+    for free_scale in scales:
+        for ev in evidence:
+            tree_mod.TREE_FREE_SCALE, tree_mod.TREE_EVIDENCE = free_scale, ev
+            if len(scales) > 1 or len(evidence) > 1:
+                print(f"\nTREE_FREE_SCALE {free_scale}, TREE_EVIDENCE {ev}\n")
+            table()
     return 0
 
 
