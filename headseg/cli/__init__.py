@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from typing import Callable
 
@@ -46,12 +47,23 @@ def _version() -> str:
     return __version__
 
 
+#: a value argparse quotes in its message ('...' as repr writes it) too long to echo whole
+_LONG_QUOTE = re.compile(r"'((?:[^'\\]|\\.){81,})'")
+
+
+def _shortened(m: re.Match) -> str:
+    """A quoted value of ``_LONG_QUOTE`` cut to its first 60 characters, with its length: a pasted
+    paragraph or a 5,000-digit number passed as a flag's value would otherwise fill the terminal."""
+    return f"'{m.group(1)[:60]}…' ({len(m.group(1))} characters)"
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse's parser, whose errors are one line (``headseg: error: ...``, exit 2) like every other
     refusal, naming ``--help`` instead of printing the whole usage.  Subcommands' parsers are of this class
     too (``add_subparsers`` makes its parsers of the parent's class)."""
 
     def error(self, message: str):  # type: ignore[override]
+        message = _LONG_QUOTE.sub(_shortened, message)
         sys.stderr.write(f"headseg: error: {message} (see `{self.prog} --help`)\n")
         sys.exit(2)
 

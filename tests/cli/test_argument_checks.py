@@ -194,3 +194,26 @@ def test_cuda_without_a_gpu_is_refused_before_the_export(tmp_path, doc, model_di
     rc, err = run(["segment", str(doc), "--device", "cuda", "--model", model_dir], capsys)
     assert rc == 6 and one_line(err) and "no usable CUDA GPU" in err, err
     assert not (tmp_path / "cache" / "onnx").exists() or not any((tmp_path / "cache" / "onnx").iterdir())
+
+
+def refused(argv: list[str], capsys) -> tuple[int, str]:
+    """argparse's own refusal (a value its type or choices cannot read): it exits in-process."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    return exit_.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value, quoted", [("--max-tokens", "abc" + "9" * 5000, "abc" + "9" * 57),
+                                                 ("--level", "y" * 300, "y" * 60)])
+def test_a_long_bad_value_is_echoed_shortened_with_its_length(tmp_path, capsys, flag, value, quoted):
+    (tmp_path / "a.txt").write_text("One. Two. Three.", encoding="utf-8")
+    rc, err = refused(["segment", str(tmp_path / "a.txt"), flag, value] + NO_MODEL, capsys)
+    assert rc == 2 and one_line(err), err
+    assert f"'{quoted}…' ({len(value)} characters)" in err and len(err) < 400, err
+
+
+def test_a_short_bad_value_is_echoed_whole(tmp_path, capsys):
+    (tmp_path / "a.txt").write_text("One. Two. Three.", encoding="utf-8")
+    value = "x" * 80  # up to 80 characters are echoed as they are
+    rc, err = refused(["segment", str(tmp_path / "a.txt"), "--max-tokens", value] + NO_MODEL, capsys)
+    assert rc == 2 and one_line(err) and f"invalid int value: '{value}'" in err and "characters)" not in err, err
