@@ -24,6 +24,12 @@ params.min_evidence=-inf,0,0.5,1,1.5,2``).
     python -m benchmarks.short_exact --set penalty=0.5,1,2 --json runs/short_exact.json
     python -m benchmarks.short_exact --limit 5 --no-baseline           # a quick look
     python -m benchmarks.short_exact --set params.evidence.likeness_weight=0,4 --set params.min_evidence=0.75,1.5
+    python -m benchmarks.short_exact --run-together --no-baseline --set params.short_surcharge=0,0.5
+
+``--run-together`` adds each one-subject text of the families again with its paragraphs run
+together (joined by a space: ``one/SOURCE/space``).  The multi-subject families come both ways, the
+one-subject texts only with breaks, so a rule that cuts run-together text too readily would go
+unpunished without them; they count in "kept whole".
 """
 
 from __future__ import annotations
@@ -73,6 +79,29 @@ def load(families: list[str], limit: int | None = None) -> list:
             if limit is None or seen[g] <= limit:
                 docs.append(d)
     return docs
+
+
+def run_together(docs: list) -> list:
+    """Each one-subject text with paragraph breaks (``one/SOURCE/blank``) again as one paragraph: every
+    blank line replaced by a space, the units' spans moved with it (id ``one/SOURCE/space/...``)."""
+    from headseg.segmenter.evaluation.loaders import Document
+
+    out = []
+    for d in docs:
+        kind, source, join = group_of(d.id)
+        if kind != "one" or join != "blank" or "\n\n" not in d.text:
+            continue
+        breaks = [i for i in range(len(d.text) - 1) if d.text[i:i + 2] == "\n\n"]
+        if any(a < b < a + 2 for a, b in zip(breaks, breaks[1:])):
+            continue  # three newlines in a row: not the families' layout
+        def moved(offset: int) -> int:  # each break before ``offset`` is one character shorter now
+            return offset - sum(b + 2 <= offset for b in breaks)
+        text = d.text.replace("\n\n", " ")
+        spans = [(moved(a), moved(b)) for a, b in d.spans]
+        if [text[a:b] for a, b in spans] != [d.text[a:b] for a, b in d.spans]:
+            raise ValueError(f"{d.id}: a unit holds a paragraph break")
+        out.append(Document(d.id.replace("/blank/", "/space/", 1), list(d.units), [], text, spans, d.source))
+    return out
 
 
 def parse_value(v: str):
@@ -242,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="leave out the embedding baseline (no torch needed)")
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "short_exact_cache.pkl")
     ap.add_argument("--json", type=Path, default=None, help="write every setting's numbers here")
+    ap.add_argument("--run-together", action="store_true",
+                    help="add each one-subject text again with its paragraphs run together (one/SOURCE/space)")
     args = ap.parse_args(argv)
     offline_settings()
     from headseg.api import Segmenter
 
     grid = settings(args.sets)
     docs = load([f for f in args.families.split(",") if f], args.limit)
+    if args.run_together:
+        docs += run_together(docs)
     store = Store(args.cache)
     seg = Segmenter(quiet=True)
     fixed = {"never cut": scores(docs, {d.id: [] for d in docs})}

@@ -106,3 +106,18 @@ def test_the_evaluator_reads_the_older_short_families_by_family_source_and_join(
     groups = {short_exact.group_of(d.id) for d in docs}
     assert ("short", "everyday", "line") in groups and ("short_sections", "wiki50", "blank") in groups
     assert len({d.id for d in docs}) == len(docs)
+
+
+def test_run_together_gives_each_one_subject_text_again_as_one_paragraph():
+    docs = short_exact.load(["short_one_dev", "short_unrelated_dev"])
+    joined = short_exact.run_together(docs)
+    one = [d for d in docs if short_exact.group_of(d.id)[0] == "one"]
+    assert len(joined) == len(one) == 211  # every one-subject text has breaks; no other text is taken
+    for d, j in zip(one, joined):
+        assert short_exact.group_of(j.id) == (*short_exact.group_of(d.id)[:2], "space")
+        assert j.id.split("@")[1] == d.id.split("@")[1]
+        assert "\n\n" not in j.text and j.text == d.text.replace("\n\n", " ")
+        assert j.boundaries == [] and j.units == d.units
+        # the spans moved with the text: each unit is still exactly its own characters
+        assert [j.text[a:b] for a, b in j.spans] == [d.text[a:b] for a, b in d.spans]
+        assert len(d.text) - len(j.text) == d.text.count("\n\n")
