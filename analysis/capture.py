@@ -17,7 +17,7 @@ from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from .errors import DeviceError, HeadsegError
+from .errors import DeviceError, HeadsegError, shown
 from .model import LoadedModel, ModelInfo
 from .pooling import UnitPool, check_owners, token_batches, token_masks, torch_ops
 from .text import Window
@@ -164,7 +164,7 @@ def normalise_heads(heads: Iterable[Sequence[int]] | None, num_layers: int, num_
     out = set()
     for item in heads:
         if len(item) != 2:
-            raise HeadsegError(f"a head is (layer, head); got {item!r}")
+            raise HeadsegError(f"a head is (layer, head); got {shown(item)}")
         l, h = int(item[0]), int(item[1])
         if not (0 <= l < num_layers and 0 <= h < num_heads):
             raise HeadsegError(f"head L{l}H{h} does not exist in a {num_layers}x{num_heads} model")

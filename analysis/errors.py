@@ -18,6 +18,17 @@ def is_integer(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
+def shown(value: Any) -> str:
+    """``value`` for an error message: its repr, or its type and size where that would be longer than a
+    line's share (40 characters): a pasted paragraph or a 5,000-digit number given as an option must not
+    fill the message.  An int's size is read from its bits: repr() of one over 4,300 digits is a
+    ValueError (Python's limit)."""
+    if is_integer(value) and int(value).bit_length() > 128:
+        return f"an integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} characters"
+
+
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first non-empty line of an exception's message (its type name if it has none), at most ``limit`` chars."""
     text = str(exc).strip()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .errors import ModelError, first_line
+from .errors import ModelError, first_line, shown
 from .registry import Registry
 
 
@@ -121,10 +121,10 @@ def read_config(path: Path, name: str) -> dict:
     for key in ("num_hidden_layers", "num_attention_heads", "hidden_size"):
         v = cfg.get(key)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ModelError(f"{path / 'config.json'}: '{key}' must be a positive integer (got {v!r})")
+            raise ModelError(f"{path / 'config.json'}: '{key}' must be a positive integer (got {shown(v)})")
     mp = cfg.get("max_position_embeddings", 512)
     if isinstance(mp, bool) or not isinstance(mp, int) or mp < 8:
-        raise ModelError(f"{path / 'config.json'}: 'max_position_embeddings' must be an integer >= 8 (got {mp!r})")
+        raise ModelError(f"{path / 'config.json'}: 'max_position_embeddings' must be an integer >= 8 (got {shown(mp)})")
     return cfg
 
 
@@ -135,11 +135,11 @@ def check_config(cfg, source: Path | str) -> None:
     for key in _CONFIG_INTS:
         v = cfg.get(key)
         if key in cfg and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ModelError(f"{source}: '{key}' must be a positive integer, not {v!r}")
+            raise ModelError(f"{source}: '{key}' must be a positive integer, not {shown(v)}")
     for key in _CONFIG_FLOATS:
         v = cfg.get(key)
         if key in cfg and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ModelError(f"{source}: '{key}' must be a number, not {v!r}")
+            raise ModelError(f"{source}: '{key}' must be a number, not {shown(v)}")
     if "model_type" in cfg and not isinstance(cfg["model_type"], str):
         raise ModelError(f"{source}: 'model_type' must be a string, not {cfg['model_type']!r}")
     heads, hidden = cfg.get("num_attention_heads"), cfg.get("hidden_size")

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import HeadsegError, ProfileError
+from .errors import HeadsegError, ProfileError, shown
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class UnitPool:
 
     def __init__(self, units: int, output_weight: float = 0.0, ops: ArrayOps = NUMPY):
         if not 0.0 <= output_weight < 1.0:
-            raise ProfileError(f"the output share must be in [0, 1) (got {output_weight!r})")
+            raise ProfileError(f"the output share must be in [0, 1) (got {shown(output_weight)})")
         self.units, self.output_weight, self.ops = int(units), float(output_weight), ops
         self.sums = self.hidden = None
         self.counts, self.hidden_counts = ops.zeros((self.units,)), ops.zeros((self.units,))

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ProfileError
+from .errors import ProfileError, shown
 from .reading import read_json_object
 from .writing import atomic_write_json
 
@@ -70,7 +70,7 @@ class HeadProfile:
         try:
             self.topic_output_weight = float(self.topic_output_weight)
         except (TypeError, ValueError):
-            raise ProfileError(f"topic_output_weight must be a number (got {self.topic_output_weight!r})") from None
+            raise ProfileError(f"topic_output_weight must be a number (got {shown(self.topic_output_weight)})") from None
         if not 0.0 <= self.topic_output_weight < 1.0:
             # 1 would leave the topic heads no say (and NaN compares false to everything)
             raise ProfileError(f"topic_output_weight must be at least 0 and below 1 (got {self.topic_output_weight})")

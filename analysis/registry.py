@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from typing import Callable, Generic, Iterator, TypeVar
 
-from .errors import HeadsegError
+from .errors import HeadsegError, shown
 
 T = TypeVar("T")
 F = TypeVar("F")
@@ -37,7 +37,7 @@ class Registry(Generic[T]):
     def add(self, name: str, entry: T, *, first: bool = False) -> T:
         """Register ``entry`` as ``name`` (``first``: at the head of the order); refuses a name taken."""
         if not isinstance(name, str) or not name:
-            raise HeadsegError(f"a {self.kind} name must be a non-empty string (got {name!r})")
+            raise HeadsegError(f"a {self.kind} name must be a non-empty string (got {shown(name)})")
         if name in self._entries:
             raise HeadsegError(f"{self.kind} '{name}' is already registered")
         if first:

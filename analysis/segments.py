@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
-from .errors import HeadsegError
+from .errors import HeadsegError, shown
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Segment:
     def __post_init__(self) -> None:
         c = self.confidence
         if c is not None and not 0.0 <= c <= 1.0:
-            raise HeadsegError(f"a segment's confidence must be in [0, 1] (got {c!r})")
+            raise HeadsegError(f"a segment's confidence must be in [0, 1] (got {shown(c)})")
 
     def to_dict(self) -> dict:
         """The segment as a JSON-ready dict (start, end, score, confidence, text, token_count, headings)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import regex
 
-from .errors import InputError
+from .errors import InputError, shown
 from .tokenizer import as_tokenizer
 
 # A sentence ends at a Unicode sentence terminal (``\p{Sentence_Terminal}``:
@@ -128,7 +128,7 @@ def tile_spans(text: str, spans) -> list[tuple[int, int]]:
     for a, b in pairs:
         # a float offset (1.0, or 2.7) is a splitter bug: rounding it would cut the text somewhere else
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (a, b)):
-            raise InputError(f"sentence_splitter must return (start, end) pairs of integers, got ({a!r}, {b!r})")
+            raise InputError(f"sentence_splitter must return (start, end) pairs of integers, got ({shown(a)}, {shown(b)})")
     pairs = [(int(a), int(b)) for a, b in pairs]
     for a, b in pairs:
         if not 0 <= a < b <= len(text):

@@ -46,7 +46,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS, CaptureBackend, HeadActivations
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.pooling import check_owners, unit_groups
 from headseg.analysis.text import Window
 
@@ -135,9 +135,9 @@ class Batcher:
         if max_batch_tokens is None:
             max_batch_tokens = backend.max_batch_tokens
         if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
-            raise HeadsegError(f"max_batch_tokens must be a positive integer (got {max_batch_tokens!r})")
+            raise HeadsegError(f"max_batch_tokens must be a positive integer (got {shown(max_batch_tokens)})")
         if lanes is not None and (isinstance(lanes, bool) or not isinstance(lanes, int) or lanes < 1):
-            raise HeadsegError(f"lanes must be a positive integer (got {lanes!r})")
+            raise HeadsegError(f"lanes must be a positive integer (got {shown(lanes)})")
         self.backend = backend
         self.max_batch_tokens = max_batch_tokens
         self.on_batch = on_batch

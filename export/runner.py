@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Protocol, Sequence
 
 from headseg.analysis.capture import CaptureBackend
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.text import TokenizedText
 
 from .batcher import BatchedBackend, Batcher, Ticket, current_slot, current_ticket
@@ -85,7 +85,7 @@ class AsyncRunner:
                  in_flight: int | None = None):
         for name, v in (("workers", workers), ("in_flight", in_flight)):
             if (v is not None or name == "workers") and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise HeadsegError(f"{name} must be a positive integer (got {v!r})")
+                raise HeadsegError(f"{name} must be a positive integer (got {shown(v)})")
         self.batcher = Batcher(pipeline.backend, max_batch_tokens, on_batch=on_batch, lanes=lanes)
         self.backend = BatchedBackend(self.batcher)
         #: the pipeline over the batcher, as it was made (used once the source pipeline is gone)

@@ -16,7 +16,7 @@ import warnings
 from typing import Any, Callable, Mapping, Sequence
 
 from headseg.analysis.capture import CaptureBackend
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.model import LoadedModel, load_model
 from headseg.analysis.profile import HeadProfile, resolve_profile
 from headseg.analysis.segments import Segmentation
@@ -79,7 +79,7 @@ class Segmenter(Pipeline):
         if backend is not None and not isinstance(backend, str) and not hasattr(backend, "capture"):
             names = backend_names()
             raise HeadsegError(f"backend must be {', '.join(repr(n) for n in names)} or a capture backend "
-                               f"(got {backend!r})")
+                               f"(got {shown(backend)})")
         given = {"model": None if isinstance(model, LoadedModel) else model,
                  "profile": profile if isinstance(profile, (str, os.PathLike)) else None,
                  "backend": backend if isinstance(backend, str) else None, "device": device,

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, InputError, is_integer
+from headseg.analysis.errors import ArtifactError, DeviceError, HeadsegError, InputError, is_integer, shown
 from headseg.analysis.settings import add_flags, flag, merged, resume_names, values_from_args
 from headseg.analysis.text import WINDOW_TOKENS
 from headseg.export.artifact import PRECISIONS
@@ -94,13 +94,13 @@ class SegmenterConfig:
             raise ArtifactError(f"unknown precision {self.precision!r} (use {', '.join(PRECISIONS)})")
         if self.unit_mode not in UNIT_MODES:
             raise HeadsegError(f"unit_mode must be {', '.join(UNIT_MODES[:-1])} or {UNIT_MODES[-1]} "
-                               f"(got {self.unit_mode!r})")
+                               f"(got {shown(self.unit_mode)})")
         if not is_integer(self.batch_size) or self.batch_size < 1:
             raise HeadsegError("batch_size must be a positive integer")
         if not is_integer(self.window_tokens) or self.window_tokens < 8:
-            raise HeadsegError(f"window_tokens must be an integer of at least 8 (got {self.window_tokens!r})")
+            raise HeadsegError(f"window_tokens must be an integer of at least 8 (got {shown(self.window_tokens)})")
         if self.threads is not None and (not is_integer(self.threads) or self.threads < 1):
-            raise HeadsegError(f"threads must be a positive integer (got {self.threads!r})")
+            raise HeadsegError(f"threads must be a positive integer (got {shown(self.threads)})")
         for name in ("model", "profile", "artifact"):
             v = getattr(self, name)
             if v is not None and not isinstance(v, (str, os.PathLike)):

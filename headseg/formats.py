@@ -27,7 +27,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, Sequence
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, shown
 from headseg.analysis.reading import read_start
 from headseg.analysis.registry import Registry
 from headseg.analysis.segments import RECORD_FIELDS, RECORD_SCHEMA, Segmentation
@@ -147,7 +147,7 @@ def register_format(name: str, help: str, *, recognise: Callable[[str | os.PathL
     """Class decorator: register the decorated :class:`Encoder` subclass (a text format), or with ``file``
     the decorated :class:`FileWriter` class (a file format), as output format ``name``.  Refuses a name taken."""
     if not isinstance(name, str) or not name.isidentifier():
-        raise HeadsegError(f"a format name must be an identifier (got {name!r})")
+        raise HeadsegError(f"a format name must be an identifier (got {shown(name)})")
     if file and appendable:
         raise HeadsegError(f"format '{name}': a file format is not appended to")
     def entry(cls: type) -> OutputFormat:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from headseg.analysis.capture import CaptureBackend, HeadActivations
-from headseg.analysis.errors import HeadsegError, ProfileError, is_integer
+from headseg.analysis.errors import HeadsegError, ProfileError, is_integer, shown
 from headseg.analysis.pooling import unit_groups
 from headseg.analysis.profile import HeadProfile
 from headseg.analysis.progress import progress_bar
@@ -191,7 +191,7 @@ class UnitEncoder:
         if not is_integer(self.batch_size) or self.batch_size < 1:
             raise HeadsegError("batch_size must be a positive integer")
         if not is_integer(self.window_tokens):
-            raise HeadsegError(f"window_tokens must be an integer (got {self.window_tokens!r})")
+            raise HeadsegError(f"window_tokens must be an integer (got {shown(self.window_tokens)})")
         object.__setattr__(self, "detect_heads", tuple(tuple(h) for h in self.detect_heads))
         object.__setattr__(self, "topic_heads", tuple(tuple(h) for h in self.topic_heads))
 

@@ -49,7 +49,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.profile import HeadProfile, default_profile_path
 
 
@@ -92,15 +92,15 @@ class EvidenceParams:
         for name in ("draws", "dims", "reach"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise HeadsegError(f"{name} must be an integer of at least 2 (got {v!r})")
+                raise HeadsegError(f"{name} must be an integer of at least 2 (got {shown(v)})")
         for name in ("bias", "z_weight", "length_weight", "likeness_weight", "likeness_center"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise HeadsegError(f"{name} must be a finite number (got {v!r})")
+                raise HeadsegError(f"{name} must be a finite number (got {shown(v)})")
         if self.likeness_weight < 0:
-            raise HeadsegError(f"likeness_weight must be at least 0 (got {self.likeness_weight!r})")
+            raise HeadsegError(f"likeness_weight must be at least 0 (got {shown(self.likeness_weight)})")
         if not self.z_weight > 0:
-            raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {self.z_weight!r})")
+            raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {shown(self.z_weight)})")
         k = np.asarray(self.knots, dtype=np.float64)
         if k.ndim != 2 or k.shape[1] != 2 or len(k) < 1 or k[-1, 0] != 1.0 or \
                 np.any(np.diff(k, axis=0) < 0) or np.any((k < 0) | (k > 1)):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.registry import Registry
 from headseg.analysis.segments import Segmentation, check_chunks
 
@@ -78,9 +78,9 @@ def register_level(name: str, help: str, *, search: bool,
     """Decorator: register the decorated strategy as level ``name`` (refuses a name already taken),
     taking the level-specific ``options`` (names of ``SegmentOptions`` fields; the options check them)."""
     if not isinstance(name, str) or not name.isidentifier():
-        raise HeadsegError(f"a level name must be an identifier (got {name!r})")
+        raise HeadsegError(f"a level name must be an identifier (got {shown(name)})")
     if isinstance(options, str) or not all(isinstance(o, str) and o.isidentifier() for o in options):
-        raise HeadsegError(f"a level's options must be option names (got {options!r})")
+        raise HeadsegError(f"a level's options must be option names (got {shown(options)})")
     return LEVELS.register(name, lambda strategy: Level(name, help, strategy, bool(search), frozenset(options)))
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError, InputError, is_integer
+from headseg.analysis.errors import HeadsegError, InputError, is_integer, shown
 from headseg.analysis.settings import add_flags, cli_spec, flag as _flag, merged, values_from_args
 
 from .levels import get_level, level_help, level_names, level_options, levels_taking
@@ -219,7 +219,7 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
     level = values.get("level", "topic")
     names = level_names()
     if not isinstance(level, str) or level not in names:
-        raise InputError(f"{label('level')} must be one of {', '.join(names)} (got {level!r})")
+        raise InputError(f"{label('level')} must be one of {', '.join(names)} (got {shown(level)})")
     specs = [(f.name, f.metadata) for f in fields(SegmentOptions) if "bounds" in f.metadata]
     for name, meta in specs:
         _check_bounds(values.get(name), label(name), meta["bounds"], meta["cli"]["type"])
@@ -238,7 +238,7 @@ def validate_options(values: Mapping[str, Any], label: Callable[[str], str] = st
         raise InputError(f"{label('target_tokens')} ({target}) is larger than {label('max_tokens')} ({cap})")
     structure = values.get("structure", "auto")
     if not isinstance(structure, str) or structure not in STRUCTURES:
-        raise InputError(f"{label('structure')} must be one of {', '.join(STRUCTURES)} (got {_shown(structure)})")
+        raise InputError(f"{label('structure')} must be one of {', '.join(STRUCTURES)} (got {shown(structure)})")
     check_splitter(values.get("sentence_splitter"))
 
 
@@ -251,20 +251,11 @@ def _check_bounds(v: Any, name: str, bounds: tuple[float, float], kind: type) ->
         if not is_integer(v) or not lo <= v <= hi:
             what = {(1, MAX_COUNT): "a positive integer up to 2**53",
                     (0, MAX_COUNT): "a non-negative integer up to 2**53"}.get((lo, hi), f"an integer from {lo} to {hi}")
-            raise InputError(f"{name} must be {what} (got {_shown(v)})")
+            raise InputError(f"{name} must be {what} (got {shown(v)})")
     # an int is compared as it is: converting 10**400 to a float for isfinite() is an OverflowError
     elif (isinstance(v, bool) or not isinstance(v, (int, float, np.floating))
           or (not isinstance(v, int) and not math.isfinite(v)) or not lo <= v <= hi):
-        raise InputError(f"{name} must be a number from {lo:g} to {hi:g} (got {_shown(v)})")
-
-
-def _shown(value: Any) -> str:
-    """``value`` for a message: its repr, or its size when that would be longer than a line.  An int's
-    size is read from its bits: repr() of one over 4,300 digits is a ValueError (Python's limit)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
-    return text if len(text) <= 40 else f"{type(value).__name__} of {len(text)} characters"
+        raise InputError(f"{name} must be a number from {lo:g} to {hi:g} (got {shown(v)})")
 
 
 def check_splitter(splitter: SentenceSplitter | None) -> SentenceSplitter | None:

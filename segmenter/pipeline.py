@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from headseg.analysis.capture import CaptureBackend, HeadActivations
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, shown
 from headseg.analysis.profile import HeadProfile
 from headseg.analysis.segments import Segmentation
 from headseg.analysis.text import TokenizedText, Window, tokenize, window_width
@@ -319,7 +319,7 @@ class Pipeline:
         check_batch_sizes(batch_docs, batch_chars)
         if not isinstance(text_field, str) or not isinstance(id_field, str):
             # else every record would fail alike ("field '5' is missing"), one by one
-            raise HeadsegError(f"text_field and id_field must be strings (got {text_field!r}, {id_field!r})")
+            raise HeadsegError(f"text_field and id_field must be strings (got {shown(text_field)}, {shown(id_field)})")
         items = iterable_of(items, "items must be an iterable of texts, records or (id, text) pairs", lazy=True)
 
         def segment_many(texts: Sequence[str]) -> list[Segmentation]:

@@ -15,7 +15,7 @@ import math
 import numbers
 from dataclasses import dataclass
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 
 #: the size target when only ``max_tokens`` is given: ``target_tokens = TARGET_FRACTION · max_tokens``
 #: (chosen on the dev retrieval corpora, docs/segmenter.md)
@@ -74,21 +74,21 @@ class SearchRequest:
         for name in ("max_chars", "min_chars", "max_tokens", "segments"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1):
-                raise HeadsegError(f"a search request's {name} must be a positive integer (got {v!r})")
+                raise HeadsegError(f"a search request's {name} must be a positive integer (got {shown(v)})")
         for name in ("target_tokens", "penalty"):
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
                                   or v < 0):
-                raise HeadsegError(f"a search request's {name} must be a finite number from 0 (got {v!r})")
+                raise HeadsegError(f"a search request's {name} must be a finite number from 0 (got {shown(v)})")
         c = self.min_confidence
         if c is not None and (isinstance(c, bool) or not isinstance(c, numbers.Real) or not 0 <= c <= 1):
-            raise HeadsegError(f"a search request's min_confidence must be a number from 0 to 1 (got {c!r})")
+            raise HeadsegError(f"a search request's min_confidence must be a number from 0 to 1 (got {shown(c)})")
         k = self.keep_apart
         if k is not None and (isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k)):
-            raise HeadsegError(f"a search request's keep_apart must be a finite number (got {k!r})")
+            raise HeadsegError(f"a search request's keep_apart must be a finite number (got {shown(k)})")
         s = self.scale
         if isinstance(s, bool) or not isinstance(s, numbers.Real) or not 0 < s < math.inf:
-            raise HeadsegError(f"a search request's scale must be a positive number (got {s!r})")
+            raise HeadsegError(f"a search request's scale must be a positive number (got {shown(s)})")
 
 
 __all__ = ("KEEP_APART", "KEEP_APART_CONFIDENCE", "KEEP_APART_MOVE", "SearchRequest", "TARGET_FRACTION", "default_target")

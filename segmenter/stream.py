@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from headseg.analysis.errors import HeadsegError, InputError, first_line, is_integer
+from headseg.analysis.errors import HeadsegError, InputError, first_line, is_integer, shown
 from headseg.analysis.reading import decode_text
 from headseg.analysis.segments import Segmentation
 
@@ -46,8 +46,8 @@ class DocumentError:
 def check_batch_sizes(batch_docs: Any, batch_chars: Any) -> None:
     """Both batch limits are positive integers (raises :class:`HeadsegError`)."""
     if any(not is_integer(n) or n < 1 for n in (batch_docs, batch_chars)):
-        raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {batch_docs!r}, "
-                           f"{batch_chars!r})")
+        raise HeadsegError(f"batch_docs and batch_chars must be positive integers (got {shown(batch_docs)}, "
+                           f"{shown(batch_chars)})")
 
 
 def iter_batches(items: Iterable[Any], text_field: str, id_field: str, batch_docs: int,

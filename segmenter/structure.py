@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from headseg.analysis.errors import InputError
+from headseg.analysis.errors import InputError, shown
 
 from . import jsx
 
@@ -304,7 +304,7 @@ _WRAPPED_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
 def check_structure(value: object) -> str:
     """``value`` if it is one of :data:`STRUCTURES` (raises :class:`InputError` otherwise)."""
     if not isinstance(value, str) or value not in STRUCTURES:
-        raise InputError(f"structure must be one of {', '.join(STRUCTURES)} (got {value!r})")
+        raise InputError(f"structure must be one of {', '.join(STRUCTURES)} (got {shown(value)})")
     return value
 
 
@@ -326,7 +326,7 @@ class SourceText:
         if not isinstance(self.text, str):
             raise InputError(f"expected text as str, got {type(self.text).__name__}")
         if self.hint not in HINTS:
-            raise InputError(f"a source's hint must be one of {', '.join(HINTS)} (got {self.hint!r})")
+            raise InputError(f"a source's hint must be one of {', '.join(HINTS)} (got {shown(self.hint)})")
 
 
 #: the file suffixes whose text is Markdown
@@ -356,7 +356,7 @@ def resolve_structure(text: str, structure: str = "auto", hint: str | None = Non
     HTML blocks wrap a fence or a table), else None (plain text)."""
     check_structure(structure)
     if hint is not None and hint not in HINTS:
-        raise InputError(f"hint must be one of {', '.join(HINTS)} or None (got {hint!r})")
+        raise InputError(f"hint must be one of {', '.join(HINTS)} or None (got {shown(hint)})")
     if structure == "plain" or not text.strip():
         return None
     if structure == "auto" and hint is None and not looks_like_markdown(text):

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 
 from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
@@ -127,19 +127,19 @@ class TopicParams:
     def __post_init__(self) -> None:
         w = self.acf_smoothing
         if isinstance(w, bool) or not isinstance(w, int) or w < 1 or w % 2 == 0:
-            raise HeadsegError(f"acf_smoothing must be a positive odd integer (got {w!r})")
+            raise HeadsegError(f"acf_smoothing must be a positive odd integer (got {shown(w)})")
         for name, top in (("paragraph_bonus", 1.0), ("paragraph_count", math.inf), ("paragraph_surcharge", math.inf)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < top:
-                raise HeadsegError(f"{name} must be a number from 0{' below 1' if top == 1 else ''} (got {v!r})")
+                raise HeadsegError(f"{name} must be a number from 0{' below 1' if top == 1 else ''} (got {shown(v)})")
         if isinstance(self.scale, bool) or not isinstance(self.scale, (int, float)) or not 0 < self.scale < math.inf:
-            raise HeadsegError(f"scale must be a positive number (got {self.scale!r})")
+            raise HeadsegError(f"scale must be a positive number (got {shown(self.scale)})")
         c = self.min_confidence
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 <= c <= 1:
-            raise HeadsegError(f"min_confidence must be a number from 0 to 1 (got {c!r})")
+            raise HeadsegError(f"min_confidence must be a number from 0 to 1 (got {shown(c)})")
         e = self.min_evidence
         if isinstance(e, bool) or not isinstance(e, (int, float)) or math.isnan(e) or e == math.inf:
-            raise HeadsegError(f"min_evidence must be a number below infinity (got {e!r})")
+            raise HeadsegError(f"min_evidence must be a number below infinity (got {shown(e)})")
         if not isinstance(self.evidence, EvidenceParams):
             raise HeadsegError(f"evidence must be an EvidenceParams (got {type(self.evidence).__name__})")
 

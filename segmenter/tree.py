@@ -46,7 +46,7 @@ from typing import Sequence
 
 import numpy as np
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.segments import Node
 
 from .document import Document
@@ -98,7 +98,7 @@ def tree_levels(doc: Document, x: np.ndarray, request: SearchRequest, params: To
     """
     params = params or TopicParams()
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise HeadsegError(f"depth must be a positive integer (got {depth!r})")
+        raise HeadsegError(f"depth must be a positive integer (got {shown(depth)})")
     units = doc.units
     if len(units) < 2:
         return [TreeLevel((), ())]

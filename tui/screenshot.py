@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from headseg.analysis.errors import HeadsegError, InputError
+from headseg.analysis.errors import HeadsegError, InputError, shown
 from headseg.analysis.writing import atomic_write_text
 
 
@@ -23,7 +23,7 @@ def _size(value: str) -> tuple[int, int]:
     try:
         w, h = (int(x) for x in value.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 140x44, not {value!r}") from None
+        raise argparse.ArgumentTypeError(f"size must look like 140x44, not {shown(value)}") from None
     if w < 40 or h < 12:
         raise argparse.ArgumentTypeError("size must be at least 40x12")
     return w, h

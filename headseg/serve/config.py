@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from headseg.analysis.capture import DEFAULT_MAX_BATCH_TOKENS
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.settings import flag
 from headseg.config import SegmenterConfig, config_names
 from headseg.export.runner import DEFAULT_WORKERS
@@ -74,7 +74,7 @@ class ServeConfig:
             if name == "doc_threads" and v is None:
                 continue  # default_workers(threads)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {v!r})")
+                raise HeadsegError(f"{name.replace('_', '-')} must be a positive integer (got {shown(v)})")
         if self.api_key is not None and not self.api_key:
             raise HeadsegError("api-key must not be empty")
 

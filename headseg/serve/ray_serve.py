@@ -24,7 +24,7 @@ import threading
 
 from ray import serve
 
-from headseg.analysis.errors import InputError, is_integer
+from headseg.analysis.errors import InputError, is_integer, shown
 from headseg.analysis.ray import init_ray
 
 from .app import create_app
@@ -49,10 +49,10 @@ def build(config: ServeConfig, replicas: int = 1, cpus_per_replica: float = 1.0)
     """The bound Ray Serve application: ``replicas`` copies of :class:`SegmentService`."""
     # checked here, not by Ray: its errors are tracebacks of its own types (a pydantic ValidationError...)
     if not is_integer(replicas) or replicas < 1:
-        raise InputError(f"replicas must be an integer of at least 1 (got {replicas!r})")
+        raise InputError(f"replicas must be an integer of at least 1 (got {shown(replicas)})")
     if isinstance(cpus_per_replica, bool) or not isinstance(cpus_per_replica, (int, float)) \
             or not math.isfinite(cpus_per_replica) or cpus_per_replica <= 0:
-        raise InputError(f"cpus_per_replica must be a positive number (got {cpus_per_replica!r})")
+        raise InputError(f"cpus_per_replica must be a positive number (got {shown(cpus_per_replica)})")
     deployment = serve.deployment(SegmentService, name="headseg", num_replicas=replicas,
                                   max_ongoing_requests=config.max_queue,
                                   graceful_shutdown_timeout_s=GRACEFUL_SHUTDOWN_S,

@@ -18,12 +18,14 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, AsyncIterator, Callable
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.segmenter import options as segment_options
 from headseg.segmenter.options import SegmentOptions
 
 #: the options a request may set: those with a command-line flag of ``headseg segment``
 HTTP_OPTIONS = tuple(f.name for f in fields(SegmentOptions) if "cli" in f.metadata)
+#: how many unknown fields a refusal names (the rest are counted)
+UNKNOWN_SHOWN = 5
 
 
 def option_schema() -> dict[str, dict[str, Any]]:
@@ -107,7 +109,10 @@ def parse_request(body: bytes, max_documents: int) -> SegmentRequest:
         raise RequestError(422, f"body must be a JSON object, not {_kind(data)}")
     unknown = sorted(set(data) - {"text", "documents", *HTTP_OPTIONS})
     if unknown:
-        raise RequestError(422, f"unknown field(s): {', '.join(unknown)} (options: {', '.join(HTTP_OPTIONS)})")
+        # a name is echoed as it is unless long; a body of thousands of stray fields names the first few
+        names = [u if len(u) <= 40 else shown(u) for u in unknown[:UNKNOWN_SHOWN]]
+        more = f" and {len(unknown) - UNKNOWN_SHOWN} more" if len(unknown) > UNKNOWN_SHOWN else ""
+        raise RequestError(422, f"unknown field(s): {', '.join(names)}{more} (options: {', '.join(HTTP_OPTIONS)})")
     if "text" not in data and "documents" not in data:
         raise RequestError(422, "'text' (one document) or 'documents' (a list) is required")
     if "text" in data and "documents" in data:

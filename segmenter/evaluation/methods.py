@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence, TypeVar
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.registry import Registry
 
 from .loaders import Document, snap_offsets
@@ -138,7 +138,7 @@ def register_method(name: str, options: Sequence[str] = (), first: bool = False)
     Refuses a name already taken.
     """
     if not isinstance(name, str) or not name or "," in name or name == "all":
-        raise HeadsegError(f"a method name must be a non-empty string without ',' and not 'all' (got {name!r})")
+        raise HeadsegError(f"a method name must be a non-empty string without ',' and not 'all' (got {shown(name)})")
 
     def named(cls: M) -> M:
         if not (isinstance(cls, type) and issubclass(cls, Method)):

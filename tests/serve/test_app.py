@@ -333,3 +333,16 @@ def test_issue35_item25_the_page_offers_the_size_limits_and_says_what_a_score_is
     assert config["options"]["max_tokens"]["description"] and config["options"]["target_tokens"]["description"]
     legend = " ".join(re.sub(r"<[^>]+>", "", page.split('<p id="legend">')[1].split("</p>")[0]).split())
     assert "boundary's score: how much scatter the segmentation saves" in legend
+
+
+def test_unknown_fields_are_named_briefly_however_many_or_long(client):
+    many = {"text": "One. Two.", **{f"stray{i:03d}": 1 for i in range(100)}}
+    r = client.post("/v1/segment", json=many)
+    assert r.status_code == 422
+    error = r.json()["error"]
+    assert error.startswith("unknown field(s): stray000, stray001, stray002, stray003, stray004 and 95 more (options: ")
+    long = client.post("/v1/segment", json={"text": "One. Two.", "n" * 5000: 1})
+    assert long.status_code == 422 and "unknown field(s): str of 5002 characters (options: " in long.json()["error"]
+    level = client.post("/v1/segment", json={"text": "One. Two.", "level": "y" * 5000})
+    assert level.status_code == 422 and "(got str of 5002 characters)" in level.json()["error"]
+    assert max(len(x.text) for x in (r, long, level)) < 1000
