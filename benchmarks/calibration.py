@@ -107,14 +107,12 @@ def boundaries(seg, docs: list[dict]) -> list[tuple[float, float, int, int]]:
 
 
 def reliability(rows: np.ndarray, bins: int = 10) -> list[tuple[str, int, float, float]]:
-    """Per confidence bin: its label, the boundaries in it, their mean confidence, the share right."""
-    out = []
-    for i in range(bins):
-        lo, hi = i / bins, (i + 1) / bins
-        m = (rows[:, 0] >= lo) & ((rows[:, 0] < hi) if i < bins - 1 else (rows[:, 0] <= hi))
-        if m.any():
-            out.append((f"{lo:.1f}–{hi:.1f}", int(m.sum()), float(rows[m, 0].mean()), float(rows[m, 3].mean())))
-    return out
+    """Per confidence bin: its label, the boundaries in it, their mean confidence, the share right
+    (:func:`headseg.segmenter.evaluation.calibration.reliability`, the table ``headseg evaluate
+    --calibration`` prints, on the rows' confidence and right columns)."""
+    from headseg.segmenter.evaluation.calibration import reliability as table
+
+    return [tuple(b) for b in table(zip(rows[:, 0].tolist(), (rows[:, 3] > 0).tolist()), bins)]
 
 
 def fit(rows: np.ndarray, l2: float = 1e-3, iters: int = 50) -> np.ndarray:

@@ -42,7 +42,8 @@ class HeadsegMethod(Method):
     def predict(self, doc, k=None):
         """Topic boundaries of ``doc.text`` as character offsets; ``k`` is passed as ``segments``."""
         result = self.seg.segment(doc.text, level="topic", segments=k)
-        return Prediction(chars=list(result.boundaries), info={"segments": len(result)})
+        return Prediction(chars=list(result.boundaries), info={"segments": len(result)},
+                          confidence=[s.confidence for s in result.segments[1:]])
 
     def params(self):
         """The settings as asked for (``signature`` records what they resolved to)."""

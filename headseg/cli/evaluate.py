@@ -20,7 +20,9 @@ from headseg.analysis.reading import read_start
 
 from headseg import evaluation as _headseg_method  # noqa: F401  # registers headseg among the methods
 from headseg.config import SegmenterConfig
-from headseg.segmenter.evaluation.harness import RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables, load_datasets
+from headseg.segmenter.evaluation.calibration import ReliabilityBin, confidence_hits, format_reliability, reliability
+from headseg.segmenter.evaluation.harness import (RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables,
+                                                 k_mode, load_datasets)
 from headseg.segmenter.evaluation.loaders import FORMATS
 from headseg.segmenter.evaluation.methods import METHODS, make_method, method_names, parse_methods
 
@@ -85,13 +87,32 @@ def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
         print(f"headseg: note: {', '.join(no_k)} cannot be told the number of segments; run without it",
               file=sys.stderr)
     summaries = evaluate(datasets, methods, oracle_k=args.oracle_k, store=store, quiet=args.quiet, redo=args.redo)
+    calibration = _calibration(store, datasets, methods, args.oracle_k) if args.calibration else None
     if args.json:
-        print(json.dumps([s.to_dict() for s in summaries], indent=2, ensure_ascii=False))
+        out = [s.to_dict() for s in summaries]
+        print(json.dumps(out if calibration is None else {"summaries": out, "calibration": calibration},
+                         indent=2, ensure_ascii=False))
     else:
         print(format_tables(summaries))
+        for name, c in (calibration or {}).items():
+            print(f"\nconfidence of {name}'s boundaries, all data sets together: a boundary is right when a "
+                  f"reference boundary lies within one unit ({c['documents']} documents with confidences"
+                  + (f", {c['documents_without']} without" if c["documents_without"] else "") + ")\n")
+            print(format_reliability([ReliabilityBin(**b) for b in c["bins"]]) if c["bins"] else "(no boundaries)")
     if args.out and not args.quiet:
         print(f"headseg: results written to {args.out}", file=sys.stderr)
     return 0
+
+
+def _calibration(store, datasets, methods, oracle_k: bool) -> dict:
+    """Per method that gave its boundaries confidences: the reliability table over every data set."""
+    out = {}
+    for m in methods:
+        pairs, with_conf, without = confidence_hits(store, datasets, m.name, k_mode(oracle_k, m))
+        if with_conf:
+            out[m.name] = {"documents": with_conf, "documents_without": without,
+                           "bins": [b._asdict() for b in reliability(pairs)]}
+    return out
 
 
 def register(sub) -> None:
@@ -118,6 +139,10 @@ def register(sub) -> None:
     options.add_model(p)
     options.add_profile(p, "head profile for the headseg method")
     options.add_engine(p, "for the headseg method")
+    p.add_argument("--calibration", action="store_true",
+                   help="also print how often the boundaries of each confidence bin are right (within one unit "
+                        "of a reference boundary), for the methods that give confidences; with --json the "
+                        "output is {\"summaries\": [...], \"calibration\": {...}}")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     options.add_quiet(p)
     options.add_input(p)

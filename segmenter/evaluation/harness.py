@@ -168,8 +168,12 @@ def run_one(method: Method, doc: Document, k: int | None) -> dict:
         scores = score_document(doc.boundaries, hyp, doc.n)
     except Exception as exc:  # noqa: BLE001 - any library error is that document's failure
         return {"status": "failed", "error": _short_error(exc), "seconds": time.perf_counter() - t0}
-    return {"status": "ok", "seconds": time.perf_counter() - t0, "boundaries": hyp,
-            "pred_segments": len(hyp) + 1, "scores": scores.to_dict(), "info": pred.info}
+    rec = {"status": "ok", "seconds": time.perf_counter() - t0, "boundaries": hyp,
+           "pred_segments": len(hyp) + 1, "scores": scores.to_dict(), "info": pred.info}
+    if pred.confidence is not None:
+        by_unit = pred.unit_confidence(doc)
+        rec["confidence"] = [by_unit.get(u) for u in hyp]  # one per stored boundary, None where it has none
+    return rec
 
 
 @dataclass

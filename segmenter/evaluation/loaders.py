@@ -94,16 +94,15 @@ def join_units(units: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:
     return "\n".join(units), spans
 
 
-def snap_offsets(offsets: Sequence[int], starts: Sequence[int], text_len: int) -> list[int]:
-    """Map character offsets to the nearest unit boundary.
+def snap_each(offsets: Sequence[int], starts: Sequence[int], text_len: int) -> list[int | None]:
+    """Each character offset's nearest unit boundary, in the order given (None: the document's start or end).
 
-    Candidates are every unit start (``starts[0] == 0``) and the end of the text;
-    ties go to the earlier candidate.  Offsets that snap to the start or the end
-    of the document are dropped (they are not boundaries), duplicates merged.
+    Candidates are every unit start (``starts[0] == 0``) and the end of the text; ties go to the
+    earlier candidate.  Cost: O(log N) per offset.
     """
     n = len(starts)
     cands = list(starts) + [text_len]
-    out = set()
+    out: list[int | None] = []
     for c in offsets:
         c = int(c)
         i = bisect.bisect_left(cands, c)
@@ -113,9 +112,17 @@ def snap_offsets(offsets: Sequence[int], starts: Sequence[int], text_len: int) -
             best = len(cands) - 1
         else:
             best = i if cands[i] - c < c - cands[i - 1] else i - 1
-        if 0 < best < n:
-            out.add(best)
-    return sorted(out)
+        out.append(best if 0 < best < n else None)
+    return out
+
+
+def snap_offsets(offsets: Sequence[int], starts: Sequence[int], text_len: int) -> list[int]:
+    """Map character offsets to the nearest unit boundary (:func:`snap_each`).
+
+    Offsets that snap to the start or the end of the document are dropped (they are not boundaries),
+    duplicates merged; sorted.
+    """
+    return sorted({u for u in snap_each(offsets, starts, text_len) if u is not None})
 
 
 def _lines(text: str) -> list[str]:

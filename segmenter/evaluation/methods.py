@@ -24,16 +24,33 @@ from typing import Callable, Sequence, TypeVar
 from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.registry import Registry
 
-from .loaders import Document, snap_offsets
+from .loaders import Document, snap_each, snap_offsets
 
 
 @dataclass
 class Prediction:
-    """Exactly one of ``units`` (segment-opening unit indices) or ``chars`` (character offsets)."""
+    """Exactly one of ``units`` (segment-opening unit indices) or ``chars`` (character offsets);
+    ``confidence``, where the method gives one, each boundary's (in [0, 1] or None, in the same order)."""
 
     units: list[int] | None = None
     chars: list[int] | None = None
     info: dict = field(default_factory=dict)
+    confidence: list[float | None] | None = None
+
+    def unit_confidence(self, doc: Document) -> dict[int, float]:
+        """Each predicted boundary's confidence by the unit index :meth:`unit_boundaries` gives it; where
+        two boundaries snap to one unit it has the higher confidence, and one without a confidence none."""
+        if self.confidence is None:
+            return {}
+        given = self.units if self.units is not None else self.chars
+        if given is None or len(given) != len(self.confidence):
+            raise HeadsegError(f"{len(self.confidence)} confidences for {0 if given is None else len(given)} boundaries")
+        units = [int(b) for b in given] if self.units is not None else snap_each(given, doc.starts, len(doc.text))
+        out: dict[int, float] = {}
+        for u, c in zip(units, self.confidence):
+            if c is not None and u is not None and 0 < u < doc.n:
+                out[u] = max(float(c), out.get(u, 0.0))
+        return out
 
     def unit_boundaries(self, doc: Document) -> list[int]:
         """The predicted boundaries as sorted unit indices in ``1 .. doc.n - 1`` (offsets snapped to units)."""

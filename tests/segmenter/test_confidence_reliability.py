@@ -1,0 +1,132 @@
+"""How often a boundary of each confidence is right: the reliability table of
+``headseg.segmenter.evaluation.calibration`` and ``headseg evaluate --calibration``, recomputed here by hand
+and from the results file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from headseg.analysis.errors import HeadsegError
+from headseg.cli import main
+from headseg.segmenter.evaluation.calibration import ReliabilityBin, confidence_hits, format_reliability, hits, reliability
+from headseg.segmenter.evaluation.harness import Dataset, ResultStore, evaluate
+from headseg.segmenter.evaluation.loaders import Document, snap_each, snap_offsets
+from headseg.segmenter.evaluation.methods import Method, Prediction
+
+SEG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "segmentation" / "choi" / "1" / "3-5"
+
+
+def test_a_boundary_is_right_within_one_reference_unit():
+    ref = [5, 12]
+    found = [3, 4, 6, 7, 11, 13, 14, 9]
+    conf = [0.1, 0.2, 0.3, None, 0.5, 0.6, 0.7, 0.8]
+    assert hits(ref, found, conf) == [(0.1, False), (0.2, True), (0.3, True), (0.5, True), (0.6, True),
+                                      (0.7, False), (0.8, False)]
+    assert hits([], [3], [0.9]) == [(0.9, False)]
+    with pytest.raises(HeadsegError, match="2 boundaries but 1 confidences"):
+        hits(ref, [1, 2], [0.5])
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(HeadsegError, match="must be in"):
+            hits(ref, [5], [bad])
+
+
+def test_the_table_bins_by_tenths_and_counts_as_by_hand():
+    pairs = [(0.0, False), (0.05, True), (0.1, True), (0.15, False), (0.35, True), (0.95, True), (1.0, False),
+             (0.9, True)]
+    table = reliability(pairs)
+    assert [b.label for b in table] == ["0.0–0.1", "0.1–0.2", "0.3–0.4", "0.9–1.0"]
+    assert [b.boundaries for b in table] == [2, 2, 1, 3]
+    assert table[0].confidence == pytest.approx(0.025) and table[0].right == 0.5
+    assert table[3].confidence == pytest.approx((0.95 + 1.0 + 0.9) / 3) and table[3].right == pytest.approx(2 / 3)
+    assert reliability([]) == []
+    assert [b.label for b in reliability(pairs, bins=2)] == ["0.0–0.5", "0.5–1.0"]
+    with pytest.raises(HeadsegError):
+        reliability(pairs, bins=0)
+
+
+def test_a_bin_is_read_only_with_thirty_boundaries():
+    few = ReliabilityBin("0.8–0.9", 29, 0.85, 0.5)
+    assert few.calibrated is None
+    assert ReliabilityBin("0.8–0.9", 30, 0.85, 0.76).calibrated is True
+    assert ReliabilityBin("0.8–0.9", 30, 0.85, 0.74).calibrated is False
+    text = format_reliability([few, ReliabilityBin("0.9–1.0", 40, 0.92, 0.5)])
+    assert "| 0.8–0.9 | 29 | 0.850 | 0.500 | (< 30) |" in text and "| 0.9–1.0 | 40 | 0.920 | 0.500 | no |" in text
+
+
+def test_snap_each_keeps_the_order_and_snap_offsets_is_its_set():
+    starts, end = [0, 5, 10, 20], 30
+    offsets = [11, 0, 6, 30, 19, 4]
+    assert snap_each(offsets, starts, end) == [2, None, 1, None, 3, 1]
+    assert snap_offsets(offsets, starts, end) == [1, 2, 3]
+
+
+def test_two_offsets_on_one_unit_keep_the_higher_confidence():
+    doc = Document(id="d", units=["aa", "bb", "cc", "dd"], boundaries=[2])
+    starts = doc.starts
+    pred = Prediction(chars=[starts[1], starts[1] + 1, starts[3], 0], confidence=[0.4, 0.7, None, 0.9])
+    assert pred.unit_confidence(doc) == {1: 0.7}  # unit 3 has none; offset 0 is the start, not a boundary
+    assert Prediction(units=[1, 3], confidence=[0.2, 0.6]).unit_confidence(doc) == {1: 0.2, 3: 0.6}
+    assert Prediction(units=[1]).unit_confidence(doc) == {}
+    with pytest.raises(HeadsegError, match="1 confidences for 2 boundaries"):
+        Prediction(units=[1, 2], confidence=[0.5]).unit_confidence(doc)
+
+
+class Confident(Method):
+    """Cuts before every second unit, with a confidence that falls along the document."""
+
+    name = "confident"
+
+    def predict(self, doc, k=None):
+        cuts = list(range(2, doc.n, 2))
+        return Prediction(units=cuts, confidence=[round(1 - i / max(1, len(cuts)), 3) for i in range(len(cuts))])
+
+
+def test_records_keep_one_confidence_per_boundary_and_the_hits_read_them(tmp_path):
+    docs = [Document(id="a", units=list("abcdefgh"), boundaries=[2, 5]), Document(id="b", units=list("pqrs"), boundaries=[3])]
+    store = ResultStore(tmp_path / "r.json")
+    evaluate([Dataset("toy", "toy", docs)], [Confident()], store=store, quiet=True)
+    recs = json.loads((tmp_path / "r.json").read_text())["records"]
+    a = next(r for r in recs.values() if r["doc"] == "a")
+    assert a["boundaries"] == [2, 4, 6] and a["confidence"] == [1.0, 0.667, 0.333]
+    pairs, with_conf, without = confidence_hits(store, [Dataset("toy", "toy", docs)], "confident", "none")
+    # a: 2 right (2), 4 right (5 within one), 6 right (5 within one); b: 2 right (3 within one)
+    assert (with_conf, without) == (2, 0)
+    assert pairs == [(1.0, True), (0.667, True), (0.333, True), (1.0, True)]
+
+
+@pytest.mark.skipif(not SEG.is_dir(), reason="the shared segmentation data is not here")
+def test_cli_calibration_table_is_the_results_files_boundaries_binned(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    data = tmp_path / "choi"
+    data.mkdir()
+    for f in sorted(SEG.iterdir())[:6]:
+        (data / f.name).write_bytes(f.read_bytes())
+    assert main(["evaluate", str(data), "--method", "headseg,even", "--calibration", "--json", "--quiet",
+                 "--out", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert set(printed) == {"summaries", "calibration"} and set(printed["calibration"]) == {"headseg"}
+    table = printed["calibration"]["headseg"]
+    results = json.loads(out.read_text())
+    ref = {d: info["boundaries"] for d, info in next(iter(results["datasets"].values()))["documents"].items()}
+    recs = [r for r in results["records"].values() if r["method"] == "headseg"]
+    assert table["documents"] == len(recs) == 6 and table["documents_without"] == 0
+    # recomputed from the stored boundaries, their confidences and the references, without the library
+    found = [(c, any(abs(b - r) <= 1 for r in ref[rec["doc"]])) for rec in recs
+             for b, c in zip(rec["boundaries"], rec["confidence"])]
+    assert found and all(0 <= c <= 1 for c, _ in found)
+    assert sum(b["boundaries"] for b in table["bins"]) == len(found)
+    for b in table["bins"]:
+        lo = float(b["label"].split("–")[0])
+        inside = [(c, r) for c, r in found if lo <= c < lo + 0.1 or (lo == 0.9 and c == 1.0)]
+        assert b["boundaries"] == len(inside)
+        assert b["confidence"] == pytest.approx(sum(c for c, _ in inside) / len(inside))
+        assert b["right"] == pytest.approx(sum(r for _, r in inside) / len(inside))
+    # the text form prints the same table
+    assert main(["evaluate", str(data), "--method", "headseg", "--calibration", "--quiet", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "confidence of headseg's boundaries" in text and "(6 documents with confidences)" in text
+    first = table["bins"][-1]
+    assert f"| {first['label']} | {first['boundaries']} | {first['confidence']:.3f} | {first['right']:.3f} |" in text
