@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from headseg.analysis.errors import HeadsegError
 
-if TYPE_CHECKING:
-    from .harness import Dataset, ResultStore
+from .harness import Dataset, ResultStore, record_key
 
 #: how far (in reference units) a boundary may lie from a reference boundary and still be right
 TOLERANCE = 1
@@ -83,22 +82,23 @@ def reliability(pairs: Iterable[tuple[float, bool]], bins: int = 10) -> list[Rel
             for i, (n, s, r) in enumerate(acc) if n]
 
 
-def confidence_hits(store: "ResultStore", datasets: Sequence["Dataset"], method: str,
+def confidence_hits(store: ResultStore, datasets: Sequence[Dataset], method: str,
                     mode: str) -> tuple[list[tuple[float, bool]], int, int]:
     """``(confidence, right)`` of every boundary ``method`` found with a confidence on the documents of
-    ``datasets`` (:func:`hits`: right within one reference unit), and how many finished documents had confidences and how many had none (a method that gives
-    none, or records of an older results file)."""
+    ``datasets`` (:func:`hits`: right within one reference unit); and how many finished documents had
+    confidences and how many had none (a method that gives none, records of an older results file, or
+    a record whose confidences are not one number in [0, 1] or null per boundary)."""
     pairs: list[tuple[float, bool]] = []
     with_conf = without = 0
-    from .harness import record_key  # the harness is the runner; this module only reads its records
-
     for ds in datasets:
         for doc in ds.documents:
             rec = store.records.get(record_key(ds.name, doc.id, method, mode))
             if rec is None or rec.get("status") != "ok":
                 continue
             conf = rec.get("confidence")
-            if not isinstance(conf, list) or len(conf) != len(rec["boundaries"]):
+            if not (isinstance(conf, list) and len(conf) == len(rec["boundaries"]) and all(
+                    c is None or (isinstance(c, (int, float)) and not isinstance(c, bool) and 0 <= c <= 1)
+                    for c in conf)):
                 without += 1
                 continue
             with_conf += 1

@@ -130,3 +130,15 @@ def test_cli_calibration_table_is_the_results_files_boundaries_binned(tmp_path, 
     assert "confidence of headseg's boundaries" in text and "(6 documents with confidences)" in text
     first = table["bins"][-1]
     assert f"| {first['label']} | {first['boundaries']} | {first['confidence']:.3f} | {first['right']:.3f} |" in text
+
+
+def test_a_hand_edited_record_of_bad_confidences_counts_as_without(tmp_path):
+    docs = [Document(id="a", units=list("abcdefgh"), boundaries=[2, 5])]
+    store = ResultStore(tmp_path / "r.json")
+    evaluate([Dataset("toy", "toy", docs)], [Confident()], store=store, quiet=True)
+    rec = next(iter(store.records.values()))
+    for bad in (["x", 0.5, 0.2], [0.5, 0.2], [2.0, 0.5, 0.2], [True, 0.5, 0.2], "0.5"):
+        rec["confidence"] = bad
+        assert confidence_hits(store, [Dataset("toy", "toy", docs)], "confident", "none") == ([], 0, 1)
+    rec["confidence"] = [None, 0.5, 1]
+    assert confidence_hits(store, [Dataset("toy", "toy", docs)], "confident", "none") == ([(0.5, True), (1.0, True)], 1, 0)
