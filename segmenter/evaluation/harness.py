@@ -166,12 +166,12 @@ def run_one(method: Method, doc: Document, k: int | None) -> dict:
         pred = method.predict(doc, k)
         hyp = pred.unit_boundaries(doc)
         scores = score_document(doc.boundaries, hyp, doc.n)
+        by_unit = pred.unit_confidence(doc) if pred.confidence is not None else None
     except Exception as exc:  # noqa: BLE001 - any library error is that document's failure
         return {"status": "failed", "error": _short_error(exc), "seconds": time.perf_counter() - t0}
     rec = {"status": "ok", "seconds": time.perf_counter() - t0, "boundaries": hyp,
            "pred_segments": len(hyp) + 1, "scores": scores.to_dict(), "info": pred.info}
-    if pred.confidence is not None:
-        by_unit = pred.unit_confidence(doc)
+    if by_unit is not None:
         rec["confidence"] = [by_unit.get(u) for u in hyp]  # one per stored boundary, None where it has none
     return rec
 

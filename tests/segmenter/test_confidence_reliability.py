@@ -142,3 +142,20 @@ def test_a_hand_edited_record_of_bad_confidences_counts_as_without(tmp_path):
         assert confidence_hits(store, [Dataset("toy", "toy", docs)], "confident", "none") == ([], 0, 1)
     rec["confidence"] = [None, 0.5, 1]
     assert confidence_hits(store, [Dataset("toy", "toy", docs)], "confident", "none") == ([(0.5, True), (1.0, True)], 1, 0)
+
+
+class Miscounted(Method):
+    """Gives one confidence too few: that document's failure, not the run's."""
+
+    name = "miscounted"
+
+    def predict(self, doc, k=None):
+        return Prediction(units=[1, 2], confidence=[0.5])
+
+
+def test_a_method_with_one_confidence_too_few_fails_that_document_only(tmp_path):
+    docs = [Document(id="a", units=list("abcd"), boundaries=[2]), Document(id="b", units=list("pqrs"), boundaries=[1])]
+    store = ResultStore(tmp_path / "r.json")
+    (summary,) = evaluate([Dataset("toy", "toy", docs)], [Miscounted()], store=store, quiet=True)
+    assert (summary.ok, summary.failed) == (0, 2)
+    assert all("1 confidences for 2 boundaries" in r["error"] for r in store.records.values())
