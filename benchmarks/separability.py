@@ -30,13 +30,6 @@ NAMES = {"unrelated": "unrelated subjects", "adjacent": "adjacent sections of on
          "short": "short_dev (consecutive dev segments)", "short_sections": "short_sections_dev"}
 
 
-def cosine(u: np.ndarray, a: int, m: int, b: int) -> float:
-    """The cosine between the sums of rows ``a..m-1`` and ``m..b-1`` of ``u`` (rows of norm 1 or 0)."""
-    left, right = u[a:m].sum(axis=0), u[m:b].sum(axis=0)
-    den = float(np.linalg.norm(left) * np.linalg.norm(right))
-    return float(left @ right) / den if den > 0 else 0.0
-
-
 def parts(seg, width: int) -> dict[str, slice]:
     """The columns of a unit vector ``[width]``: all of it, each layer's topic heads, the model's embedding."""
     heads = list(seg.topic_heads)
@@ -65,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     offline_settings()
     from headseg.api import Segmenter
+    from headseg.segmenter.evidence import EvidenceInput, directions, likeness
     from headseg.segmenter.options import SegmentOptions
 
     seg = Segmenter(quiet=True)
@@ -89,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
             sides = [(edges[i], m, edges[i + 2]) for i, m in enumerate(ms)]
         key = "one subject: paragraph breaks" if not d.boundaries else NAMES.get(kind, kind)
         for name, cols in split.items():
+            # the evidence's own likeness, on the columns as they came (no projection: it reads none)
             u = np.asarray(x[:, cols], dtype=np.float64)
-            n = np.linalg.norm(u, axis=1, keepdims=True)
-            u = np.divide(u, n, out=np.zeros_like(u), where=n > 0)
-            values.setdefault(key, {}).setdefault(name, []).extend(cosine(u, a, m, b) for a, m, b in sides)
+            t = EvidenceInput(None, None, u, directions(u, centred=False).inv)
+            values.setdefault(key, {}).setdefault(name, []).extend(likeness(t, a, m, b) for a, m, b in sides)
     store.save()
     neg_key = "one subject: paragraph breaks"
     neg = {k: np.asarray(v) for k, v in values[neg_key].items()}
