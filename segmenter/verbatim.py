@@ -6,9 +6,9 @@ fences, is about 5 tokens a unit (``'<Tabs>\\n'``, ``'```py\\n'``, ``'import too
 of it was 7,646 units, 5.8× prose's time per byte and 537 MB at its peak (docs/performance.md,
 "Hostile Markdown").  The line ends of code, of an HTML block, of a JSX element's tag lines, of
 front matter and of link reference definitions (:data:`VERBATIM`) are no sentence ends and no topic
-boundaries, so here consecutive
-short such lines are joined into units of at most one model window (``most``: its content tokens,
-read in one call).  These blocks are :data:`~headseg.segmenter.structure.ATOMIC`: without a size
+boundaries, so here consecutive short such lines are joined into units of at most one model window
+(``most``: its content tokens, read in one call).  These blocks are
+:data:`~headseg.segmenter.structure.ATOMIC`: without a size
 limit no cut falls inside one, so the groups change no place a cut may fall, only how many calls and
 rows read the lines.  Under a hard limit a group holds at most :data:`LIMIT_SHARE` of it
 (``max_chars``, and ``max_tokens`` counted by the limit's own counter): it never needs cutting
@@ -85,7 +85,7 @@ def group_verbatim_lines(text: str, units: Sequence[tuple[int, int]], tokens, st
     tags = _tag_lines(text, structure.blocks)
     for i, (inner, outer) in enumerate(_owners(text, units, structure.blocks)):
         if outer is None or outer is not root:
-            _pack(units, tokens, run, starts, most, fits, out, root is not None and root.kind in ALWAYS)
+            _pack(units, tokens, run, starts, most, fits, out, root)
             run, starts, root = [], [], outer
         if outer is None:
             out.append(units[i])
@@ -94,7 +94,7 @@ def group_verbatim_lines(text: str, units: Sequence[tuple[int, int]], tokens, st
             pieces[id(inner)] = frozenset((inner.start, *inner.pieces))
         starts.append(not run or _cut_allowed(text, units[i][0], pieces.get(id(inner)), tags))
         run.append(i)
-    _pack(units, tokens, run, starts, most, fits, out, root is not None and root.kind in ALWAYS)
+    _pack(units, tokens, run, starts, most, fits, out, root)
     return out
 
 
@@ -164,11 +164,12 @@ _TRAILING = re.compile(r"(?:\r\n|\r|\n)?\Z")
 
 
 def _pack(units, tokens: list[int], run: list[int], starts: list[bool], most: int, fits: Fits | None,
-          out: list[tuple[int, int]], always: bool = False) -> None:
-    """Append to ``out`` the units ``run`` (indices) of one block: as they are when they average more than
-    :data:`SHORT_LINES` tokens (unless ``always``, a block of :data:`ALWAYS`), else as lines (from one start
-    that may open a group to the next) packed
-    greedily into groups of at most ``most`` tokens that ``fits``; a line over that stays its units."""
+          out: list[tuple[int, int]], block: Block | None) -> None:
+    """Append to ``out`` the units ``run`` (indices) of one ``block``: as they are when they average more
+    than :data:`SHORT_LINES` tokens (unless the block is of a kind in :data:`ALWAYS`), else as lines (from
+    one start that may open a group to the next) packed greedily into groups of at most ``most`` tokens
+    that ``fits``; a line over that stays its units."""
+    always = block is not None and block.kind in ALWAYS
     if not run or (not always and sum(tokens[i] for i in run) > SHORT_LINES * len(run)):
         out.extend(units[i] for i in run)  # lines of a sentence's length: each its own unit, as before
         return
