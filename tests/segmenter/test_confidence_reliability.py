@@ -5,10 +5,10 @@ and from the results file."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from benchmarks.common import segmentation_root
 from headseg.analysis.errors import HeadsegError
 from headseg.cli import main
 from headseg.segmenter.evaluation.calibration import ReliabilityBin, confidence_hits, format_reliability, hits, reliability
@@ -16,7 +16,7 @@ from headseg.segmenter.evaluation.harness import Dataset, ResultStore, evaluate
 from headseg.segmenter.evaluation.loaders import Document, snap_each, snap_offsets
 from headseg.segmenter.evaluation.methods import Method, Prediction
 
-SEG = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "segmentation" / "choi" / "1" / "3-5"
+SEG = segmentation_root() / "choi" / "1" / "3-5"
 
 
 def test_a_boundary_is_right_within_one_reference_unit():

@@ -1,6 +1,6 @@
 """A unit whose token ids an earlier unit has is encoded once (``encode.distinct_units``): its vector is
 the same function of the same ids.  Checked against encoding every unit, and in the backend's calls:
-``'*' * N`` (cut every 32 tokens) costs the same model windows at any length (issue 49, item 9)."""
+``'*' * N`` (cut every ``GROUP_TOKENS``, 64 tokens) costs the same model windows at any length (issue 49, item 9)."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_a_run_of_one_symbol_costs_the_same_model_windows_at_any_length(seg, mon
         text = make(kind, n)
         assert "".join(s.text for s in seg.segment(text)) == text
         counts.append(c.count)
-    # the 32-token pieces are the same ids: a handful of distinct ones (the run's ends), whatever its length
+    # the 64-token pieces are the same ids: a handful of distinct ones (the run's ends), whatever its length
     assert counts[1] <= counts[0] + 2 and counts[1] <= 8, counts
 
 
