@@ -90,28 +90,29 @@ def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
     calibration = _calibration(store, datasets, methods, args.oracle_k) if args.calibration else None
     if args.json:
         out = [s.to_dict() for s in summaries]
-        print(json.dumps(out if calibration is None else {"summaries": out, "calibration": calibration},
-                         indent=2, ensure_ascii=False))
+        print(json.dumps(out if calibration is None else {"summaries": out, "calibration": {
+            name: {"documents": with_conf, "documents_without": without, "bins": [b._asdict() for b in table]}
+            for name, (with_conf, without, table) in calibration.items()}}, indent=2, ensure_ascii=False))
     else:
         print(format_tables(summaries))
-        for name, c in (calibration or {}).items():
+        for name, (with_conf, without, table) in (calibration or {}).items():
             print(f"\nconfidence of {name}'s boundaries, all data sets together: a boundary is right when a "
-                  f"reference boundary lies within one unit ({c['documents']} documents with confidences"
-                  + (f", {c['documents_without']} without" if c["documents_without"] else "") + ")\n")
-            print(format_reliability([ReliabilityBin(**b) for b in c["bins"]]) if c["bins"] else "(no boundaries)")
+                  f"reference boundary lies within one unit ({with_conf} documents with confidences"
+                  + (f", {without} without" if without else "") + ")\n")
+            print(format_reliability(table) if table else "(no boundaries)")
     if args.out and not args.quiet:
         print(f"headseg: results written to {args.out}", file=sys.stderr)
     return 0
 
 
-def _calibration(store, datasets, methods, oracle_k: bool) -> dict:
-    """Per method that gave its boundaries confidences: the reliability table over every data set."""
+def _calibration(store, datasets, methods, oracle_k: bool) -> dict[str, tuple[int, int, list[ReliabilityBin]]]:
+    """Per method that gave its boundaries confidences: the documents with and without them, and the
+    reliability table over every data set."""
     out = {}
     for m in methods:
         pairs, with_conf, without = confidence_hits(store, datasets, m.name, k_mode(oracle_k, m))
         if with_conf:
-            out[m.name] = {"documents": with_conf, "documents_without": without,
-                           "bins": [b._asdict() for b in reliability(pairs)]}
+            out[m.name] = (with_conf, without, reliability(pairs))
     return out
 
 
