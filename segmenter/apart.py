@@ -24,9 +24,11 @@ def kept_apart(x: np.ndarray, weights: np.ndarray | None, free: Sequence[int], f
     """The boundaries of ``free`` a size target must not merge away: those whose evidence beside their
     neighbours reaches ``request.keep_apart``, or reaches ``min_evidence`` (the gate's own threshold) with a
     confidence of at least :data:`~headseg.segmenter.request.KEEP_APART_CONFIDENCE`; each at or above
-    ``request.min_confidence`` where given.  The confidence alone is not enough: between segments of a
-    unit or two it is high whatever the evidence (the length term), and such boundaries kept apart made
-    chunks of single sentences under a budget of two.  Cost: one test per boundary."""
+    ``request.min_confidence`` where given.  The confidence alone is not enough: it is a share pooled over
+    the dev families, and a boundary the gate would remove for want of evidence is not one a target must
+    keep (with the calibration before, whose length term made any boundary between segments of a unit or
+    two a sure one, such boundaries kept apart made chunks of single sentences under a budget of two).
+    Cost: one test per boundary."""
     p = params or EvidenceParams()
     t = evidence_input(x, weights, p)
     edges, floor = [0, *free, len(x)], request.min_confidence or 0.0

@@ -15,8 +15,10 @@ them); ``draws`` shuffles: ``z = (saving − mean) / std`` of the null (the p-va
 ``z`` is relative to the text's own scatter, so a text of one subject still has a best cut that beats
 its shuffles; the evidence of the boundary adds how alike its two sides are in the model's own space
 (:func:`likeness`, absolute): ``z + likeness_weight · (likeness_center − cos)``.  Its confidence
-(:func:`confidence`) is the calibrated probability that a boundary of that evidence between segments
-of that length is a topic boundary of a labelled reference: fitted on the dev families (``python -m benchmarks.calibration``; docs/results.md has the reliability table).
+(:func:`confidence`) is the calibrated probability that a boundary of that ``z`` and that likeness
+between segments of that length is a topic boundary of a labelled reference: a logistic regression on
+the two parts and the length, fitted on the dev families (``python -m benchmarks.calibration``;
+docs/results.md has the reliability table, in sample and leaving each family out).
 Evidence and confidence differ: a long lecture's boundaries carry strong evidence (many units on
 each side) yet are less often a reference's (its reference segments are long), so whether a
 boundary exists is decided on the evidence, and the confidence says how sure a user can be of it.
@@ -53,6 +55,12 @@ from headseg.analysis.errors import HeadsegError, shown
 from headseg.analysis.profile import HeadProfile, default_profile_path
 
 
+#: the least and the most a boundary's confidence is: the dev families hold too few boundaries beyond
+#: these (3 of 2,427 below 0.05, 16 above 0.98) to say that a boundary is all but certainly wrong or right,
+#: and ``min_confidence=1`` keeps no boundary
+CONFIDENCE_RANGE = (0.01, 0.99)
+
+
 @dataclass(frozen=True)
 class EvidenceParams:
     """Knobs of the boundary test and its calibration (defaults used everywhere; docs/segmenter.md,
@@ -67,17 +75,17 @@ class EvidenceParams:
     #: evidence a boundary is sure of beside its own neighbours: a text with one has topics
     #: (:func:`any_evidence`), and a size target never merges across it (``KEEP_APART``)
     sure: float = 3.0
-    #: the calibration of :func:`confidence`: a score ``sigmoid(bias + z_weight · z + length_weight · ln n)``
-    #: (``n`` the units of the two segments beside the boundary), then mapped through ``knots`` (highest
-    #: score of a step, confidence), a non-decreasing step function: the share of boundaries of that step
-    #: that are a reference's, by isotonic regression (Zadrozny & Elkan 2002).
-    #: ``benchmarks/calibration.py --fit`` fits both on the dev families
-    bias: float = 5.274
-    z_weight: float = 0.181
-    length_weight: float = -1.964
-    knots: tuple[tuple[float, float], ...] = (
-        (0.103, 0.126), (0.243, 0.212), (0.401, 0.292), (0.482, 0.342), (0.549, 0.359), (0.618, 0.474),
-        (0.657, 0.547), (0.699, 0.711), (0.755, 0.793), (0.773, 0.81), (0.841, 0.843), (1, 0.922))
+    #: the calibration of :func:`confidence`, a logistic regression of "the boundary is a reference's" on
+    #: what the test measured: ``sigmoid(bias + z_weight · z + alike_weight · likeness + length_weight · ln n)``
+    #: (``z`` the permutation's, ``likeness`` the cosine of the two sides' mean directions, ``n`` the units
+    #: of the two segments beside the boundary), kept within :data:`CONFIDENCE_RANGE`.
+    #: ``benchmarks/calibration.py --fit`` fits it on the dev families' boundaries, each family weighted
+    #: (size^-0.75) so that no large family sets the scale for the others (docs/results.md: leave one family
+    #: out, every bin within ±0.1; the evidence summed into one number, then isotonic steps, missed 5 of 9)
+    bias: float = 3.420
+    z_weight: float = 0.053
+    alike_weight: float = -7.569
+    length_weight: float = 0.099
     seed: int = 20261205
     #: the evidence's absolute term (:func:`likeness`): a boundary between sides whose mean unit directions
     #: are more alike than ``likeness_center`` (cosine; the median of the one-subject dev texts' paragraph
@@ -93,7 +101,7 @@ class EvidenceParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:
                 raise HeadsegError(f"{name} must be an integer of at least 2 (got {shown(v)})")
-        for name in ("bias", "z_weight", "length_weight", "likeness_weight", "likeness_center"):
+        for name in ("bias", "z_weight", "alike_weight", "length_weight", "likeness_weight", "likeness_center"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise HeadsegError(f"{name} must be a finite number (got {shown(v)})")
@@ -101,11 +109,9 @@ class EvidenceParams:
             raise HeadsegError(f"likeness_weight must be at least 0 (got {shown(self.likeness_weight)})")
         if not self.z_weight > 0:
             raise HeadsegError(f"z_weight must be positive: more evidence, more confidence (got {shown(self.z_weight)})")
-        k = np.asarray(self.knots, dtype=np.float64)
-        if k.ndim != 2 or k.shape[1] != 2 or len(k) < 1 or k[-1, 0] != 1.0 or \
-                np.any(np.diff(k, axis=0) < 0) or np.any((k < 0) | (k > 1)):
-            raise HeadsegError("knots must be (highest score, confidence) pairs in [0, 1], the last score 1, "
-                               "both non-decreasing")
+        if self.alike_weight > 0:
+            raise HeadsegError("alike_weight must be at most 0: sides more alike, less confidence "
+                               f"(got {shown(self.alike_weight)})")
 
 
 #: the last few projections (:func:`project`), by their vectors' bytes and the knobs: a tree's levels and a
@@ -222,12 +228,19 @@ def evidence_for(profile: HeadProfile) -> EvidenceParams:
     a copy of the model restored from half precision reads the same), else the same without the likeness
     term.  How alike two sides look in a model's space is that model's own scale (a cosine of 0.4 between
     unrelated subjects for one, 0.9 for an anisotropic other), so a centre fitted on one model would
-    remove every boundary of another; the permutation's ``z`` is scale-free."""
+    remove every boundary of another; the permutation's ``z`` is scale-free.  So is the confidence then: the
+    calibration of :data:`SCALE_FREE`, which reads no likeness (fitted on the embedded model's boundaries too,
+    so for another model a confidence ranks its boundaries but is not calibrated)."""
     try:
         same = _reads(profile) == _shipped_reads()
     except (HeadsegError, ValueError):  # a profile whose topic selection needs the model's shape
         same = False
-    return EvidenceParams() if same else EvidenceParams(likeness_weight=0.0)
+    return EvidenceParams() if same else EvidenceParams(likeness_weight=0.0, **SCALE_FREE)
+
+
+#: the calibration of a model whose likeness scale is not the embedded model's (:func:`evidence_for`): the
+#: same fit without the likeness (``benchmarks/calibration.py --fit``)
+SCALE_FREE = {"bias": 3.554, "z_weight": 0.092, "alike_weight": 0.0, "length_weight": -1.215}
 
 
 class EvidenceInput(NamedTuple):
@@ -270,7 +283,7 @@ def evidence_input(x: np.ndarray, weights: np.ndarray | None, params: EvidencePa
     x = np.asarray(x, dtype=np.float64)
     if came is None:
         came = directions(x, centred=False)
-    if came.shift is None and params.likeness_weight:
+    if came.shift is None and (params.likeness_weight or params.alike_weight):
         own = False  # centred in place, x would no longer be the vectors as they came
     w = np.ones(len(x)) if weights is None else np.asarray(weights, dtype=np.float64)
     return EvidenceInput(project(x, params, own), w, x, came.inv, came.shift)
@@ -289,31 +302,51 @@ def likeness(t: EvidenceInput, a: int, m: int, b: int) -> float:
     return float(left @ right) / den if den > 0 else 0.0
 
 
-def boundary_evidence(t: EvidenceInput, a: int, m: int, b: int, params: EvidenceParams) -> tuple[float, int]:
-    """The evidence of a boundary at ``m`` between neighbours ``a < m < b``, and the units it read: the
-    permutation's ``z`` (:func:`boundary_z`) plus ``likeness_weight · (likeness_center − likeness)`` of the
-    same units (at most ``params.reach`` on each side)."""
+class Parts(NamedTuple):
+    """What the test of one boundary measured (:func:`boundary_parts`)."""
+
+    #: the permutation's ``z`` (:func:`boundary_z`)
+    z: float
+    #: the cosine of the two sides' mean directions (:func:`likeness`; 0 where neither the evidence nor
+    #: the confidence reads it)
+    likeness: float
+    #: the units read
+    n: int
+
+
+def boundary_parts(t: EvidenceInput, a: int, m: int, b: int, params: EvidenceParams) -> Parts:
+    """The test of a boundary at ``m`` between neighbours ``a < m < b`` (at most ``params.reach`` units on
+    each side): the permutation's ``z``, the likeness of the same units' two sides, the units read."""
     z, n = boundary_z(t.y, t.w, a, m, b, params)
-    if params.likeness_weight:
-        z += params.likeness_weight * (params.likeness_center
-                                       - likeness(t, max(a, m - params.reach), m, min(b, m + params.reach)))
-    return z, n
+    reads = params.likeness_weight or params.alike_weight
+    cos = likeness(t, max(a, m - params.reach), m, min(b, m + params.reach)) if reads else 0.0
+    return Parts(z, cos, n)
 
 
-def confidence(z: float | np.ndarray, n: float | np.ndarray,
-               params: EvidenceParams | None = None) -> float | np.ndarray:
-    """The calibrated confidence of a boundary of evidence ``z`` between segments of ``n`` units in all, in
-    [0, 1]: its score ``sigmoid(bias + z_weight · z + length_weight · ln n)`` through the steps of ``knots``."""
+def evidence_of(parts: Parts, params: EvidenceParams) -> float:
+    """A boundary's evidence: the permutation's ``z`` plus ``likeness_weight · (likeness_center − likeness)``."""
+    if not params.likeness_weight:
+        return parts.z
+    return parts.z + params.likeness_weight * (params.likeness_center - parts.likeness)
+
+
+def boundary_evidence(t: EvidenceInput, a: int, m: int, b: int, params: EvidenceParams) -> tuple[float, int]:
+    """The evidence of a boundary at ``m`` between neighbours ``a < m < b`` (:func:`evidence_of` of
+    :func:`boundary_parts`), and the units it read."""
+    parts = boundary_parts(t, a, m, b, params)
+    return evidence_of(parts, params), parts.n
+
+
+def confidence(parts: Parts, params: EvidenceParams | None = None) -> float:
+    """The calibrated confidence of a boundary whose test measured ``parts``, in :data:`CONFIDENCE_RANGE`:
+    ``sigmoid(bias + z_weight · z + alike_weight · likeness + length_weight · ln n)``, to three decimals."""
     p = params or EvidenceParams()
-    edges, values = np.asarray(p.knots, dtype=np.float64).T
-    v = values[np.minimum(np.searchsorted(edges, score(z, n, p), side="left"), len(values) - 1)]
-    return float(v) if np.ndim(v) == 0 else v
-
-
-def score(z: float | np.ndarray, n: float | np.ndarray, params: EvidenceParams) -> float | np.ndarray:
-    """The uncalibrated score of :func:`confidence`: ``sigmoid(bias + z_weight · z + length_weight · ln n)``."""
-    t = params.bias + params.z_weight * np.asarray(z, dtype=np.float64)
-    return 1.0 / (1.0 + np.exp(-(t + params.length_weight * np.log(np.maximum(n, 2)))))
+    t = (p.bias + p.z_weight * parts.z + p.alike_weight * parts.likeness
+         + p.length_weight * math.log(max(parts.n, 2)))
+    v = 1.0 / (1.0 + math.exp(-t)) if t > -700 else 0.0  # exp(700) is near float64's largest
+    # three decimals: a calibrated share is good to a few hundredths, and the vectors of one text differ in
+    # their last bits with the batch and the path that computed them; rounded, every path says the same
+    return round(min(max(v, CONFIDENCE_RANGE[0]), CONFIDENCE_RANGE[1]), 3)
 
 
 def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
@@ -354,8 +387,9 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     def test(i: int) -> float:
         """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
         weak), in units of ``z`` for the evidence and of confidence for the floor."""
-        z, m = boundary_evidence(t, edges[prev[i]], edges[i], edges[nxt[i]], params)
-        sure[i] = confidence(z, m, params)
+        parts = boundary_parts(t, edges[prev[i]], edges[i], edges[nxt[i]], params)
+        z = evidence_of(parts, params)
+        sure[i] = confidence(parts, params)
         margin = min(z - min_evidence, sure[i] - min_confidence)
         return margin if whole else min(margin, 0.0) - 1e6
 
@@ -403,6 +437,6 @@ def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
     return gate(x, weights, cuts, -math.inf, 0.0, params, came=came)[1]
 
 
-__all__ = ("Directions", "EvidenceInput", "EvidenceParams", "any_evidence", "boundary_evidence", "boundary_z",
-           "confidence", "confidences", "directions", "evidence_for", "evidence_input", "gate", "likeness", "project",
-           "score")
+__all__ = ("CONFIDENCE_RANGE", "Directions", "EvidenceInput", "EvidenceParams", "Parts", "SCALE_FREE", "any_evidence",
+           "boundary_evidence", "boundary_parts", "boundary_z", "confidence", "confidences", "directions",
+           "evidence_for", "evidence_input", "evidence_of", "gate", "likeness", "project")

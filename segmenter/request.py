@@ -25,10 +25,10 @@ TARGET_FRACTION = 0.6
 #: under the size target ``max_tokens`` implies, a boundary of the untargeted search whose evidence reaches
 #: this many standard deviations stays, whatever the target (docs/segmenter.md, "Boundaries as evidence")
 KEEP_APART = 3.0
-#: ... and so does one whose confidence reaches this (the calibration's top step, 0.893) while its evidence
-#: passes the gate (``TopicParams.min_evidence``; ``apart.kept_apart``): a short text's
-#: paragraphs of two sentences each cannot reach 3 standard deviations among six units (three unrelated
-#: ones of 140 tokens: z 1.2 and 1.6, confidence 0.893 each), and were one chunk under ``max_tokens=256``
+#: ... and so does one whose confidence reaches this while its evidence passes the gate
+#: (``TopicParams.min_evidence``; ``apart.kept_apart``): a short text's paragraphs of two sentences each
+#: cannot reach 3 standard deviations among six units (three unrelated ones of 140 tokens: z 1.2 and 1.6,
+#: confidence 0.872 and 0.964), and were one chunk under ``max_tokens=256``
 KEEP_APART_CONFIDENCE = 0.85
 #: ... in place of the target's nearest cut when that lies within this share of the target (in tokens),
 #: so that the chunks stay about as many as the target's (``apart.keep_apart``, ``benchmarks.keep_apart``)

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from headseg.analysis.errors import HeadsegError
-from headseg.segmenter.evidence import (EvidenceParams, boundary_evidence, boundary_z, confidence, confidences, gate,
-                                       directions, evidence_input, likeness, project)
+from headseg.segmenter.evidence import (CONFIDENCE_RANGE, SCALE_FREE, EvidenceParams, Parts, boundary_evidence,
+                                       boundary_parts, boundary_z, confidence, confidences, directions,
+                                       evidence_input, gate, likeness, project)
 from headseg.segmenter.search import SegmentCost
 from headseg.segmenter.topics import TopicParams
 
@@ -137,8 +138,27 @@ def test_the_test_is_deterministic_and_confidence_grows_with_evidence():
     p = EvidenceParams()
     y, w = project(x, p), np.ones(16)
     assert boundary_z(y, w, 0, 8, 16, p) == boundary_z(y, w, 0, 8, 16, p)
-    c = confidence(np.array([-1.0, 0.0, 2.0, 8.0, 30.0]), 20)  # a step function of the evidence
-    assert np.all(np.diff(c) >= 0) and c[-1] > c[0] and np.all((c > 0) & (c < 1))
+    more_z = [confidence(Parts(z, 0.5, 20), p) for z in (-1.0, 0.0, 2.0, 8.0, 30.0)]
+    less_alike = [confidence(Parts(2.0, cos, 20), p) for cos in (0.95, 0.7, 0.4, 0.1)]
+    assert np.all(np.diff(more_z) > 0) and np.all(np.diff(less_alike) > 0)
+    # the logistic regression as documented, recomputed
+    t = p.bias + p.z_weight * 2.0 + p.alike_weight * 0.4 + p.length_weight * math.log(20)
+    assert confidence(Parts(2.0, 0.4, 20), p) == round(1 / (1 + math.exp(-t)), 3)
+    # never certain either way: the dev families hold too few boundaries out there to calibrate it
+    assert confidence(Parts(500.0, -1.0, 2), p) == CONFIDENCE_RANGE[1] < 1
+    assert confidence(Parts(-500.0, 1.0, 10**6), p) == CONFIDENCE_RANGE[0] > 0
+
+
+def test_the_confidence_reads_the_parts_the_evidence_sums():
+    x = blocks([8, 8], seed=8)
+    p = EvidenceParams()
+    t = evidence_input(x, None, p)
+    parts = boundary_parts(t, 0, 8, 16, p)
+    assert parts.z == boundary_z(t.y, t.w, 0, 8, 16, p)[0] and parts.likeness == likeness(t, 0, 8, 16)
+    assert boundary_evidence(t, 0, 8, 16, p) == (pytest.approx(parts.z + p.likeness_weight * (p.likeness_center
+                                                                                             - parts.likeness)), 16)
+    # the gate's confidence is the calibration of those parts
+    assert gate(x, None, [8], -math.inf, params=p)[1] == [pytest.approx(confidence(parts, p))]
 
 
 def test_bad_boundaries_and_knobs_are_refused():
@@ -151,6 +171,8 @@ def test_bad_boundaries_and_knobs_are_refused():
         EvidenceParams(draws=1)
     with pytest.raises(HeadsegError):
         EvidenceParams(z_weight=0.0)
+    with pytest.raises(HeadsegError):
+        EvidenceParams(alike_weight=0.5)  # sides more alike would make a boundary surer
 
 
 # --- what a user sees, with the embedded model -------------------------------------------------
@@ -269,7 +291,7 @@ SHORT_THREE = (
 @pytest.mark.parametrize("max_tokens", [256, 512])
 def test_short_paragraphs_of_unrelated_subjects_stay_apart_under_a_size_limit(segmenter, max_tokens):
     # two sentences a paragraph, 140 tokens in all: six units cannot give 3 standard deviations of evidence
-    # (z 1.2 and 1.6), but the boundaries' confidence is the calibration's top step; they were one chunk
+    # (z 1.2 and 1.6), but the sides are unlike and the boundaries' confidence high; they were one chunk
     paragraphs = SHORT_THREE.split("\n\n")
     free = segmenter.segment(SHORT_THREE)
     assert [s.start for s in free] == [0, SHORT_THREE.index(paragraphs[1]), SHORT_THREE.index(paragraphs[2])]
@@ -317,6 +339,9 @@ def test_the_likeness_term_is_the_default_models_alone(segmenter, tiny_bert):
 
     assert segmenter.params.evidence == EvidenceParams() and EvidenceParams().likeness_weight > 0
     other = Segmenter(model=tiny_bert, backend="torch")
-    assert other.params.evidence == EvidenceParams(likeness_weight=0.0)
+    assert other.params.evidence == EvidenceParams(likeness_weight=0.0, **SCALE_FREE)
+    # its confidence reads no likeness either (another model's cosines are on another scale)
+    p = other.params.evidence
+    assert p.alike_weight == 0 and boundary_parts(evidence_input(blocks([8, 8], seed=3), None, p), 0, 8, 16, p).likeness == 0
     mine = TopicParams(min_evidence=2.0)
     assert Segmenter(model=tiny_bert, backend="torch", params=mine).params is mine  # given knobs are the user's
