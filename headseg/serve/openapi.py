@@ -31,8 +31,8 @@ MEANINGS = {
     "start": "first character (Python string index)",
     "end": "one past the last character: text == document[start:end]",
     "score": "strength of the boundary that opens it (0 at the text's start; rounded to 6 decimals)",
-    "confidence": "calibrated probability, in [0, 1], that the boundary opening it is a topic boundary "
-                  "(null at the text's start and for units; rounded to 6 decimals)",
+    "confidence": "calibrated probability, from 0.01 to 0.99, that the boundary opening it is a topic boundary "
+                  "(null at the text's start and for units; to 3 decimals)",
     "text": "the characters [start, end) of the document",
     "token_count": "model tokens in it",
     "headings": "the Markdown headings it lies under, outermost first (empty in plain text)",
