@@ -172,30 +172,16 @@ def print_table(table: list) -> None:
 
 
 def plot(table: list, path: Path, held: list | None = None) -> None:
-    """The reliability diagram: share right against mean confidence per bin, the diagonal, ±0.1; with
-    ``held``, the out-of-sample bins too (each family's confidences fitted on the other families)."""
-    import matplotlib
+    """The reliability diagram (``headseg evaluate --calibration-png`` draws it the same way); with ``held``,
+    the out-of-sample bins too (each family's confidences fitted on the other families)."""
+    from headseg.analysis.writing import atomic_write_bytes
+    from headseg.segmenter.evaluation.calibration import ReliabilityBin, reliability_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
-    ax.fill_between([0, 1], [-0.1, 0.9], [0.1, 1.1], color="0.9", label="±0.1")
-    ax.plot([0, 1], [0, 1], color="0.5", lw=1)
-    conf = [t[2] for t in table]
-    right = [t[3] for t in table]
-    ax.plot(conf, right, "o-", color="C0", label="headseg's boundaries")
-    for t in table:
-        ax.annotate(str(t[1]), (t[2], t[3]), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    tables = {"headseg's boundaries": [ReliabilityBin(*t) for t in table]}
     if held:
-        ax.plot([t[2] for t in held], [t[3] for t in held], "s--", color="C1", ms=4,
-                label="each family left out of the fit")
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (bin mean)", ylabel="share within one unit of a reference boundary",
-           title="Boundary confidence on the dev families")
-    ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
+        tables["each family left out of the fit"] = [ReliabilityBin(*t) for t in held]
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    atomic_write_bytes(path, reliability_png(tables, "Boundary confidence on the dev families"))
 
 
 def main(argv: list[str] | None = None) -> int:

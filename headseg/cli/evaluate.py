@@ -17,10 +17,12 @@ from pathlib import Path
 from headseg.analysis.errors import HeadsegError, InputError
 from headseg.analysis.outputs import check_output_path, output_lock
 from headseg.analysis.reading import read_start
+from headseg.analysis.writing import atomic_write_bytes
 
 from headseg import evaluation as _headseg_method  # noqa: F401  # registers headseg among the methods
 from headseg.config import SegmenterConfig
-from headseg.segmenter.evaluation.calibration import ReliabilityBin, confidence_hits, format_reliability, reliability
+from headseg.segmenter.evaluation.calibration import (ReliabilityBin, confidence_hits, format_reliability,
+                                                      is_reliability_png, reliability, reliability_png)
 from headseg.segmenter.evaluation.harness import (RESULTS_FORMAT, ResultStore, check_k_modes, evaluate, format_tables,
                                                  k_mode, load_datasets)
 from headseg.segmenter.evaluation.loaders import FORMATS
@@ -50,8 +52,17 @@ def check_args(args: argparse.Namespace) -> list[str]:
     options.check_positive(args, "limit", "wiki_level")
     options.check_input(args)
     check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
-    if args.force and not args.out:
-        raise InputError("--force goes with --out")
+    if args.calibration_png is not None:
+        options.require("matplotlib")
+        png = check_output_path(args.calibration_png, args.data, what="--calibration-png",
+                                ours=lambda p: is_reliability_png(read_start(p, 4096)), force=args.force)
+        if png is None:
+            raise InputError("--calibration-png: give a file name (the diagram is not written to standard output)")
+        out = check_output_path(args.out, args.data) if args.out else None
+        if out is not None and out.resolve() == png.resolve():
+            raise InputError("--calibration-png and --out name the same file")
+    if args.force and not (args.out or args.calibration_png):
+        raise InputError("--force goes with --out or --calibration-png")
     if args.redo and not args.out:
         raise InputError("--redo goes with --out (without it nothing is stored, so every method runs anyway)")
     if args.backend == "torch" and "headseg" in names:
@@ -68,7 +79,7 @@ def check_args(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run ``headseg evaluate``: score the methods on every data set, print the tables; returns the exit code."""
     names = check_args(args)
-    with output_lock(args.out):
+    with output_lock(args.out), output_lock(args.calibration_png, what="--calibration-png"):
         return _evaluate(args, names)
 
 
@@ -87,7 +98,8 @@ def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
         print(f"headseg: note: {', '.join(no_k)} cannot be told the number of segments; run without it",
               file=sys.stderr)
     summaries = evaluate(datasets, methods, oracle_k=args.oracle_k, store=store, quiet=args.quiet, redo=args.redo)
-    calibration = _calibration(store, datasets, methods, args.oracle_k) if args.calibration else None
+    wanted = args.calibration or args.calibration_png is not None
+    calibration = _calibration(store, datasets, methods, args.oracle_k) if wanted else None
     if args.json:
         out = [s.to_dict() for s in summaries]
         print(json.dumps(out if calibration is None else {"summaries": out, "calibration": {
@@ -100,6 +112,14 @@ def _evaluate(args: argparse.Namespace, names: list[str]) -> int:
                   f"reference boundary lies within one unit ({with_conf} documents with confidences"
                   + (f", {without} without" if without else "") + ")\n")
             print(format_reliability(table) if table else "(no boundaries)")
+    if args.calibration_png is not None:
+        tables = {f"{name}'s boundaries": table for name, (_, _, table) in calibration.items() if table}
+        if tables:
+            atomic_write_bytes(args.calibration_png, reliability_png(tables, "Boundary confidence on your data"))
+            if not args.quiet:
+                print(f"headseg: reliability diagram written to {args.calibration_png}", file=sys.stderr)
+        elif not args.quiet:
+            print("headseg: note: no boundary has a confidence: no diagram written", file=sys.stderr)
     if args.out and not args.quiet:
         print(f"headseg: results written to {args.out}", file=sys.stderr)
     return 0
@@ -144,6 +164,9 @@ def register(sub) -> None:
                    help="also print how often the boundaries of each confidence bin are right (within one unit "
                         "of a reference boundary), for the methods that give confidences; with --json the "
                         "output is {\"summaries\": [...], \"calibration\": {...}}")
+    p.add_argument("--calibration-png", metavar="FILE.png",
+                   help="also draw that table as a reliability diagram into this PNG (implies --calibration in "
+                        "the output; needs the plots extra; replaces only a diagram headseg drew, unless --force)")
     p.add_argument("--json", action="store_true", help="print the summaries as JSON")
     options.add_quiet(p)
     options.add_input(p)

@@ -6,7 +6,8 @@ binned by confidence into ``bins`` equal bins of [0, 1] (the last one closed); f
 reliability table gives the boundaries in it, their mean confidence and the share of them that are
 right.  A calibrated confidence has the two equal in every bin with enough boundaries: headseg's is
 fitted on its dev families (docs/results.md, "Calibration"), and ``headseg evaluate --calibration``
-prints this table for any labelled data, where it may be off as far as the families differ.
+prints this table for any labelled data, where it may be off as far as the families differ;
+:func:`reliability_png` draws it (``--calibration-png``; matplotlib, the ``plots`` extra).
 
 Cost: O(B log R) for B boundaries against R reference boundaries per document.
 """
@@ -115,5 +116,49 @@ def format_reliability(table: Sequence[ReliabilityBin]) -> str:
     return "\n".join(rows)
 
 
-__all__ = ("LEAST", "TOLERANCE", "WITHIN", "ReliabilityBin", "confidence_hits", "format_reliability", "hits",
-           "reliability")
+#: the PNG text chunk that marks a diagram as headseg's (:func:`is_reliability_png`): a file without it is
+#: not overwritten
+PNG_SOFTWARE = "headseg reliability diagram"
+
+
+def reliability_png(tables: dict[str, Sequence[ReliabilityBin]], title: str = "Boundary confidence") -> bytes:
+    """The reliability diagram of one or more tables (label → bins) as PNG bytes: each bin's share right
+    against its mean confidence, the diagonal and the ±:data:`WITHIN` band; the first table's points
+    carry their boundary counts.  Needs matplotlib (imported here, not with the module)."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
+    try:
+        ax.fill_between([0, 1], [-WITHIN, 1 - WITHIN], [WITHIN, 1 + WITHIN], color="0.9", label=f"±{WITHIN}")
+        ax.plot([0, 1], [0, 1], color="0.5", lw=1)
+        for k, (label, table) in enumerate(tables.items()):
+            ax.plot([b.confidence for b in table], [b.right for b in table], "o-" if k == 0 else "s--",
+                    color=f"C{k}", ms=6 if k == 0 else 4, label=label)
+            if k == 0:
+                for b in table:
+                    ax.annotate(str(b.boundaries), (b.confidence, b.right), textcoords="offset points",
+                                xytext=(4, -10), fontsize=7)
+        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (bin mean)",
+               ylabel="share within one unit of a reference boundary", title=title)
+        ax.legend(loc="upper left", fontsize=8)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", metadata={"Software": PNG_SOFTWARE})
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
+
+
+def is_reliability_png(start: bytes) -> bool:
+    """Whether a file beginning with ``start`` is a diagram :func:`reliability_png` wrote (its text chunk
+    comes before the image data)."""
+    return start.startswith(b"\x89PNG") and b"Software\x00" + PNG_SOFTWARE.encode() in start
+
+
+__all__ = ("LEAST", "PNG_SOFTWARE", "TOLERANCE", "WITHIN", "ReliabilityBin", "confidence_hits", "format_reliability",
+           "hits", "is_reliability_png", "reliability", "reliability_png")

@@ -159,3 +159,64 @@ def test_a_method_with_one_confidence_too_few_fails_that_document_only(tmp_path)
     (summary,) = evaluate([Dataset("toy", "toy", docs)], [Miscounted()], store=store, quiet=True)
     assert (summary.ok, summary.failed) == (0, 2)
     assert all("1 confidences for 2 boundaries" in r["error"] for r in store.records.values())
+
+
+def test_the_diagram_is_a_png_marked_as_headsegs():
+    import io
+
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+
+    from headseg.segmenter.evaluation.calibration import is_reliability_png, reliability_png
+
+    table = [ReliabilityBin("0.1–0.2", 40, 0.15, 0.2), ReliabilityBin("0.8–0.9", 50, 0.85, 0.9)]
+    png = reliability_png({"headseg": table, "another": table[:1]})
+    assert matplotlib.image.imread(io.BytesIO(png)).shape[:2] == (600, 600)  # 5 inches at 120 dpi
+    assert is_reliability_png(png[:4096])
+    fig = plt.figure()
+    other = io.BytesIO()
+    fig.savefig(other, format="png")  # a PNG headseg did not draw
+    plt.close(fig)
+    assert not is_reliability_png(other.getvalue()[:4096]) and not is_reliability_png(b"not a png")
+
+
+@pytest.mark.skipif(not SEG.is_dir(), reason="the shared segmentation data is not here")
+def test_cli_draws_the_diagram_and_replaces_only_its_own(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from headseg.segmenter.evaluation.calibration import is_reliability_png
+
+    data = tmp_path / "choi"
+    data.mkdir()
+    for f in sorted(SEG.iterdir())[:4]:
+        (data / f.name).write_bytes(f.read_bytes())
+    out, png = tmp_path / "results.json", tmp_path / "diagram.png"
+    args = ["evaluate", str(data), "--method", "headseg", "--quiet", "--out", str(out)]
+    assert main(args + ["--calibration-png", str(png)]) == 0
+    assert is_reliability_png(png.read_bytes()[:4096])
+    assert "confidence of headseg's boundaries" in capsys.readouterr().out  # the table comes with it
+    assert main(args + ["--calibration-png", str(png)]) == 0  # its own diagram is replaced
+    # a file headseg did not write is refused before any work, and kept; --force replaces it
+    mine = tmp_path / "mine.png"
+    mine.write_bytes(b"\x89PNG my own picture")
+    fresh = tmp_path / "fresh.json"
+    assert main(["evaluate", str(data), "--method", "headseg", "--quiet", "--out", str(fresh),
+                 "--calibration-png", str(mine)]) == 2
+    assert mine.read_bytes() == b"\x89PNG my own picture" and not fresh.exists()
+    assert "--calibration-png" in capsys.readouterr().err
+    assert main(args + ["--calibration-png", str(mine), "--force"]) == 0 and is_reliability_png(mine.read_bytes()[:4096])
+    # standard output and the results file itself are refused
+    assert main(args + ["--calibration-png", "-"]) == 2
+    assert main(args + ["--calibration-png", str(out)]) == 2
+    assert json.loads(out.read_text())["format"]  # still the results file
+    # without matplotlib: one line naming the extra, exit 2, before any work
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    capsys.readouterr()
+    assert main(["evaluate", str(data), "--method", "headseg", "--quiet", "--out", str(tmp_path / "none.json"),
+                 "--calibration-png", str(tmp_path / "none.png")]) == 2
+    err = capsys.readouterr().err
+    assert "plots" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "none.png").exists()
