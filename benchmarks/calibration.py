@@ -15,10 +15,13 @@ boundaries weighted by ``FAMILY_POWER``) and prints it to put there, with the fi
 (``evidence.SCALE_FREE``, for other models); ``--png`` draws the diagram.  Unit vectors are computed
 once into ``--cache`` (git-ignored).  ``--held-out`` adds the table out of sample: each family's
 boundaries get the confidence of a calibration fitted (as ``--fit``) on the other fifteen families alone.
+``--unseen`` adds the table on documents the fit never saw: those after the sample in each family
+``SAMPLE`` takes only the first documents of (up to three times as many), with the shipped calibration.
 
     python -m benchmarks.calibration --png docs/calibration.png
     python -m benchmarks.calibration --fit
     python -m benchmarks.calibration --held-out
+    python -m benchmarks.calibration --unseen
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ SAMPLE = (("short_one_dev", None), ("short_unrelated_dev", None), ("short_adjace
           ("choi/1/3-11", 20), ("choi/2/3-11", 20), ("choi/3/3-11", 30), ("dialseg711", 100),
           ("lectures_ai", 8), ("lectures_physics", 8), ("meetings_ami_dev", 10), ("meetings_qmsum_dev", 10),
           ("manifestos", None))
+#: ``--unseen`` reads up to this many times a family's sample, from the document after it
+UNSEEN = 3
 #: each boundary's weight in the fit is (boundaries of all families / families / its family's boundaries)
 #: to this power: 0 weighs every boundary alike, so the largest families (clinical_dev's 562 boundaries, the
 #: dialogues' 360) set the scale; 1 weighs every family alike, so 17 boundaries count as 562.  0.75 kept
@@ -46,17 +51,20 @@ SAMPLE = (("short_one_dev", None), ("short_unrelated_dev", None), ("short_adjace
 FAMILY_POWER = 0.75
 
 
-def cached(seg, name: str, limit: int | None, folder: Path) -> list[dict]:
-    """The documents of ``name`` with their unit vectors (computed once into ``folder``)."""
+def cached(seg, name: str, limit: int | None, folder: Path, skip: int = 0) -> list[dict]:
+    """The documents of ``name`` with their unit vectors (computed once into ``folder``): the first
+    ``limit`` (None: all) after the first ``skip``."""
+    import itertools
+
     from headseg.segmenter.evaluation.loaders import iter_documents
     from headseg.segmenter.options import SegmentOptions
 
-    path = folder / (name.replace("/", "_") + ".pkl")
+    path = folder / (name.replace("/", "_") + (f".after{skip}" if skip else "") + ".pkl")
     if path.is_file():
         with open(path, "rb") as fh:
             return pickle.load(fh)
     docs = []
-    for d in iter_documents(dataset_path(name), limit=limit):
+    for d in itertools.islice(iter_documents(dataset_path(name)), skip, None if limit is None else skip + limit):
         doc = seg.document(d.text, SegmentOptions())
         x = seg.unit_vectors(doc.tokens, doc.units) if len(doc.units) > 1 else np.zeros((len(doc.units), 1))
         docs.append({"id": d.id, "text": d.text, "x": x.astype(np.float32), "starts": d.starts,
@@ -189,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=REPO / "runs" / "calibration_cache")
     ap.add_argument("--fit", action="store_true", help="also fit the calibration's coefficients")
     ap.add_argument("--png", type=Path, default=None, help="draw the reliability diagram here")
+    ap.add_argument("--unseen", action="store_true",
+                    help="also the table on the documents after the sample of each family it takes the first of")
     ap.add_argument("--held-out", action="store_true",
                     help="also the table with each family's confidences fitted on the other families")
     args = ap.parse_args(argv)
@@ -220,6 +230,21 @@ def main(argv: list[str] | None = None) -> int:
                              [(name, str(int((fam == k).sum())), f"{a[fam == k, 0].mean():.3f}",
                                f"{out[fam == k, 0].mean():.3f}", f"{a[fam == k, 4].mean():.3f}")
                               for k, (name, _) in enumerate(SAMPLE) if (fam == k).any()], "lrrrr"))
+    if args.unseen:
+        rest, per = [], []
+        for name, limit in SAMPLE:
+            if limit is None:
+                continue  # the fit saw all of it
+            r = boundaries(seg, cached(seg, name, UNSEEN * limit, args.cache, skip=limit))
+            rest += r
+            if r:
+                b = np.asarray(r, dtype=np.float64)
+                per.append((name, str(len(b)), f"{b[:, 0].mean():.3f}", f"{b[:, 4].mean():.3f}"))
+        b = np.asarray(rest, dtype=np.float64)
+        print(f"\nDocuments the fit never saw ({len(b)} boundaries: up to {UNSEEN} times the sample, after it):\n")
+        print_table(reliability(b))
+        print()
+        print(markdown_table(("family", "boundaries", "confidence", "share right"), per, "lrrr"))
     if args.fit:
         weights = family_weights(np.asarray(family))
         for label, likeness in (("fitted", True), ("without the likeness (SCALE_FREE)", False)):
