@@ -153,7 +153,7 @@ def register(sub) -> None:
     p.add_argument("--out", metavar="RESULTS.json",
                    help="keep every per-document result here (rewritten as it goes; a re-run skips what is done)")
     p.add_argument("--redo", action="store_true", help="with --out: run the methods again even where results exist")
-    options.add_force(p)
+    options.add_force(p, "--out or --calibration-png")
     p.add_argument("--limit", type=int, metavar="N", help="at most N documents per data set")
     p.add_argument("--wiki-level", type=int, metavar="L", help="Wiki format: only sections of level <= L open segments")
     p.add_argument("--seed", type=int, default=0, help="seed of the random baseline")
