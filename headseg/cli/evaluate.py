@@ -51,14 +51,13 @@ def check_args(args: argparse.Namespace) -> list[str]:
         raise InputError(f"--method: {exc}") from None
     options.check_positive(args, "limit", "wiki_level")
     options.check_input(args)
-    check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
+    out = check_output_path(args.out, args.data, ours=is_results_file, force=args.force)
     if args.calibration_png is not None:
         options.require("matplotlib")
         png = check_output_path(args.calibration_png, args.data, what="--calibration-png",
                                 ours=lambda p: is_reliability_png(read_start(p, 4096)), force=args.force)
         if png is None:
             raise InputError("--calibration-png: give a file name (the diagram is not written to standard output)")
-        out = check_output_path(args.out, args.data) if args.out else None
         if out is not None and out.resolve() == png.resolve():
             raise InputError("--calibration-png and --out name the same file")
     if args.force and not (args.out or args.calibration_png):
