@@ -92,12 +92,11 @@ def document_excerpt(
 
 
 def export_png(matrix: np.ndarray, tokens: list[str], title: str, path: str | os.PathLike, label: str = "") -> None:
-    """Save ``matrix [T, T]`` as a PNG heatmap with token tick labels (atomic)."""
-    import matplotlib
+    """Save ``matrix [T, T]`` as a PNG heatmap with token tick labels (atomic), on a ``Figure`` of its own
+    (no pyplot, no backend chosen: matplotlib's state stays as it was)."""
+    from matplotlib.figure import Figure
 
     matrix = np.asarray(matrix, dtype=np.float64)
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
 
     t = matrix.shape[0]
     size = min(max(4.0, t * 0.12), 16.0)

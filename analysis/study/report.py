@@ -307,13 +307,15 @@ def render_markdown(report: dict, figures: list[str]) -> str:
 
 
 def make_figures(report: dict, out) -> list[str]:
-    """Write the PNG figures into ``out``; returns their file names."""
+    """Write the PNG figures into ``out``; returns their file names.  Each is drawn on a ``Figure`` of its
+    own, without pyplot, so the host's matplotlib backend and open figures stay as they are."""
     import io
 
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    def subplots(*grid, **kw):
+        fig = Figure(figsize=kw.pop("figsize"))
+        return fig, fig.subplots(*grid, **kw)
 
     m = report["model"]
     L, H = m["num_layers"], m["num_heads"]
@@ -324,7 +326,6 @@ def make_figures(report: dict, out) -> list[str]:
     def save(fig, name):
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=72)
-        plt.close(fig)
         atomic_write_bytes(out / name, buf.getvalue())
         names.append(name)
 
@@ -336,10 +337,10 @@ def make_figures(report: dict, out) -> list[str]:
         ax.set_ylabel("layer")
         ax.set_xticks(range(H))
         ax.set_yticks(range(L))
-        plt.colorbar(im, ax=ax, fraction=0.046)
+        ax.figure.colorbar(im, ax=ax, fraction=0.046)
         return arr
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
+    fig, axes = subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
     fig.subplots_adjust(bottom=0.17, left=0.05, right=0.97)
     heat(axes[0], np.asarray(q["mean_distance"]) / max(base["mean_distance"], 1e-12),
          "mean distance of high elements / all pairs (quantile)")
@@ -357,7 +358,7 @@ def make_figures(report: dict, out) -> list[str]:
     axes[2].legend(fontsize=7)
     save(fig, "fig_distance.png")
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
+    fig, axes = subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
     fig.subplots_adjust(bottom=0.17, left=0.05, right=0.97)
     heat(axes[0], q["within_sentence"], "within-sentence share (quantile)")
     heat(axes[1], q["within_lift"], "within-sentence lift over chance")
@@ -365,7 +366,7 @@ def make_figures(report: dict, out) -> list[str]:
     save(fig, "fig_sentence_repetition.png")
 
     att = report["attention"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
+    fig, axes = subplots(1, 3, figsize=(15, 3.6), gridspec_kw={"wspace": 0.35})
     fig.subplots_adjust(bottom=0.17, left=0.05, right=0.97)
     heat(axes[0], att["separator_weight"], "separator share, weight-based")
     heat(axes[1], att["separator_norm"], "separator share, norm-based")
@@ -377,7 +378,7 @@ def make_figures(report: dict, out) -> list[str]:
     axes[2].legend(fontsize=7)
     save(fig, "fig_separator_focus.png")
 
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = subplots(figsize=(6, 3.6))
     fig.subplots_adjust(bottom=0.15)
     heat(ax, report["selection"]["score"], "head-selection score (x = selected)")
     for s in report["selection"]["selected"]:

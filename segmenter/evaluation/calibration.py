@@ -18,7 +18,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from headseg.analysis.errors import HeadsegError
+from headseg.analysis.errors import HeadsegError, shown
 
 from .harness import Dataset, ResultStore, record_key
 
@@ -69,7 +69,7 @@ def hits(reference: Sequence[int], found: Sequence[int], confidence: Sequence[fl
 def reliability(pairs: Iterable[tuple[float, bool]], bins: int = 10) -> list[ReliabilityBin]:
     """The reliability table of ``(confidence, right)`` pairs: the non-empty bins of ``bins`` equal bins."""
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise HeadsegError(f"bins must be a positive integer (got {bins!r})")
+        raise HeadsegError(f"bins must be a positive integer (got {shown(bins)})")
     acc = [[0, 0.0, 0] for _ in range(bins)]
     # bin i holds i/bins <= c < (i+1)/bins compared with those very floats (floor(c·bins) can disagree
     # with them at an edge by rounding); 1.0 goes in the last bin
@@ -124,34 +124,30 @@ PNG_SOFTWARE = "headseg reliability diagram"
 def reliability_png(tables: dict[str, Sequence[ReliabilityBin]], title: str = "Boundary confidence") -> bytes:
     """The reliability diagram of one or more tables (label → bins) as PNG bytes: each bin's share right
     against its mean confidence, the diagonal and the ±:data:`WITHIN` band; the first table's points
-    carry their boundary counts.  Needs matplotlib (imported here, not with the module)."""
+    carry their boundary counts.  Needs matplotlib (imported here, not with the module); drawn on a
+    ``Figure`` of its own, without pyplot, so the host's matplotlib backend and open figures stay as they are."""
     import io
 
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 5), dpi=120)
-    try:
-        ax.fill_between([0, 1], [-WITHIN, 1 - WITHIN], [WITHIN, 1 + WITHIN], color="0.9", label=f"±{WITHIN}")
-        ax.plot([0, 1], [0, 1], color="0.5", lw=1)
-        for k, (label, table) in enumerate(tables.items()):
-            ax.plot([b.confidence for b in table], [b.right for b in table], "o-" if k == 0 else "s--",
-                    color=f"C{k}", ms=6 if k == 0 else 4, label=label)
-            if k == 0:
-                for b in table:
-                    ax.annotate(str(b.boundaries), (b.confidence, b.right), textcoords="offset points",
-                                xytext=(4, -10), fontsize=7)
-        ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (bin mean)",
-               ylabel="share within one unit of a reference boundary", title=title)
-        ax.legend(loc="upper left", fontsize=8)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", metadata={"Software": PNG_SOFTWARE})
-        return buf.getvalue()
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=(5, 5), dpi=120)
+    ax = fig.subplots()
+    ax.fill_between([0, 1], [-WITHIN, 1 - WITHIN], [WITHIN, 1 + WITHIN], color="0.9", label=f"±{WITHIN}")
+    ax.plot([0, 1], [0, 1], color="0.5", lw=1)
+    for k, (label, table) in enumerate(tables.items()):
+        ax.plot([b.confidence for b in table], [b.right for b in table], "o-" if k == 0 else "s--",
+                color=f"C{k}", ms=6 if k == 0 else 4, label=label)
+        if k == 0:
+            for b in table:
+                ax.annotate(str(b.boundaries), (b.confidence, b.right), textcoords="offset points",
+                            xytext=(4, -10), fontsize=7)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="confidence (bin mean)",
+           ylabel="share within one unit of a reference boundary", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": PNG_SOFTWARE})
+    return buf.getvalue()
 
 
 def is_reliability_png(start: bytes) -> bool:

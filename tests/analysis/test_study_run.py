@@ -33,6 +33,26 @@ def full_run(tmp_path_factory, tiny_bert):
     return out, report
 
 
+def test_the_figures_leave_the_hosts_matplotlib_alone(full_run, tmp_path):
+    # drawn by a library call: the caller's backend and open figures stay as they were
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from headseg.analysis.study.report import make_figures
+
+    _, report = full_run
+    before = matplotlib.get_backend()
+    try:
+        matplotlib.use("svg")
+        kept = plt.figure()
+        names = make_figures(report, tmp_path)
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == [kept.number]
+        assert names and all((tmp_path / n).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for n in names)
+        plt.close(kept)
+    finally:
+        matplotlib.use(before)
+
+
 def test_outputs_and_profile(full_run, tiny_bert, tiny_roberta):
     out, report = full_run
     for name in ("report.json", "report.md", "heads.json", "run.json", "checkpoint.npz", "fig_distance.png"):

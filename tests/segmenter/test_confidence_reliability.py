@@ -180,6 +180,16 @@ def test_the_diagram_is_a_png_marked_as_headsegs():
     fig.savefig(other, format="png")  # a PNG headseg did not draw
     plt.close(fig)
     assert not is_reliability_png(other.getvalue()[:4096]) and not is_reliability_png(b"not a png")
+    # a library drawing leaves its host's matplotlib alone: its backend and its open figures
+    before = matplotlib.get_backend()
+    try:
+        matplotlib.use("svg")
+        kept = plt.figure()
+        reliability_png({"headseg": table})
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == [kept.number]
+        plt.close(kept)
+    finally:
+        matplotlib.use(before)
 
 
 @pytest.mark.skipif(not SEG.is_dir(), reason="the shared segmentation data is not here")
