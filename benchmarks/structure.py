@@ -13,7 +13,10 @@ at each ``--budgets`` value (``none``: no limit), for each chunker:
   where no sentence ends before it (a hard-wrapped paragraph cut mid-sentence);
 * **headings opening a chunk**: the share of headings at which a chunk starts, or at the blank
   lines right before it, or at a heading right above it (a run of headings with nothing
-  between them opens one chunk).
+  between them opens one chunk);
+* **headings passed over**: headings that open no chunk while a chunk opens inside their section
+  (from the heading to the next one): the heading went with the chunk before, and the section is
+  cut, but not where it begins.
 
 Chunkers: ``headseg`` (``Segmenter().segment(text, max_tokens=N, structure="markdown")``,
 what the command line does for a ``.md`` file) and ``langchain``
@@ -81,8 +84,10 @@ def line_bounds(text: str) -> list[int]:
 
 def measure(text: str, starts: list[int], structure, count, budget: int | None) -> tuple[int, ...]:
     """``(fitting blocks cut, code blocks and tables, cuts inside a line, headings opening, headings,
-    cuts at a soft line break)`` of the chunks starting at ``starts`` (sorted, 0 first).  A soft line
-    break: the start of a paragraph's second or later line, where no sentence ends before it."""
+    cuts at a soft line break, headings passed over)`` of the chunks starting
+    at ``starts`` (sorted, 0 first).  A soft line break: the start of a paragraph's second or later
+    line, where no sentence ends before it.  A heading passed over opens no chunk, while a chunk opens
+    inside its section (from the heading to the next heading)."""
     from headseg.segmenter.blocks import after_sentence_end, at_line_start, content_start
 
     cuts = [c for c in starts if 0 < c < len(text)]
@@ -109,10 +114,12 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
         if (i >= 0 and content_start(text, paragraphs[i].start, paragraphs[i].end) < c < paragraphs[i].end
                 and at_line_start(text, c) and not after_sentence_end(text, c)):
             soft += 1
-    heads = structure.headings
+    heads = sorted(structure.headings, key=lambda b: b.start)
     ends = {b.start + len(text[b.start:b.end].rstrip()): b for b in heads}
     chunk_starts = set(starts)
     opened = 0
+    opens = []  # per heading: whether a chunk opens at it
+    at_heading = set()  # the cuts that open a heading's chunk
     for h in heads:
         lo = h.start
         while True:  # back over blank lines and the headings right above
@@ -124,9 +131,19 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
                 continue
             lo = p if p < lo else lo
             break
-        if any(c in chunk_starts for c in range(lo, content_start(text, h.start, h.end) + 1)):
-            opened += 1
-    return cut_blocks, len(blocks), inside, opened, len(heads), soft
+        hit = [c for c in range(lo, content_start(text, h.start, h.end) + 1) if c in chunk_starts]
+        opens.append(bool(hit))
+        at_heading.update(hit)
+        opened += bool(hit)
+    # a heading that opens no chunk while its section is cut further down: the heading went with the
+    # chunk before, and the section was cut, but not where it begins (passed over for a cut beside it)
+    head_starts = [h.start for h in heads]
+    passed_over = set()
+    for c in cuts:
+        i = bisect.bisect_right(head_starts, c) - 1
+        if c not in at_heading and i >= 0 and not opens[i]:
+            passed_over.add(i)
+    return cut_blocks, len(blocks), inside, opened, len(heads), soft, len(passed_over)
 
 
 def headseg_chunker(segmenter):
@@ -203,7 +220,7 @@ def main() -> None:
     rows = []
     for name, chunk in chunkers.items():
         for budget in budgets:
-            t0, tot, skipped = time.time(), np.zeros(6, dtype=np.int64), False
+            t0, tot, skipped = time.time(), np.zeros(7, dtype=np.int64), False
             for (_, text), st in zip(docs, structures):
                 starts = chunk(text, budget)
                 if starts is None:
@@ -229,6 +246,8 @@ def main() -> None:
           + " | ".join(cell(r, lambda r: str(r[5])) for _, _, r in rows) + " |")
     print(f"| headings that open a chunk (of {next(r[4] for _, _, r in rows if r is not None)}) | "
           + " | ".join(cell(r, lambda r: f"{100 * r[3] / max(r[4], 1):.0f} %") for _, _, r in rows) + " |")
+    print("| headings passed over: no chunk opens at them, one opens inside their section | "
+          + " | ".join(cell(r, lambda r: str(r[6])) for _, _, r in rows) + " |")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,12 @@ class CutPrior:
     def __len__(self) -> int:
         return len(self.allowed)
 
+    def anchors(self) -> np.ndarray | None:
+        """The units where a heading opens a section and a segment may open (None: none): where the
+        gate puts the boundaries the evidence keeps (:func:`~headseg.segmenter.gate.to_anchors`)."""
+        found = np.flatnonzero(self.allowed & (self.level > 0))
+        return found if len(found) else None
+
     @property
     def constrains(self) -> bool:
         """Whether some cut after the first unit is forbidden."""

@@ -23,10 +23,10 @@ Evidence and confidence differ: a long lecture's boundaries carry strong evidenc
 each side) yet are less often a reference's (its reference segments are long), so whether a
 boundary exists is decided on the evidence, and the confidence says how sure a user can be of it.
 
-:func:`gate` removes the boundaries whose evidence is below ``min_evidence`` (or whose confidence is
-below ``min_confidence``), the weakest first, and tests its neighbours again beside their new,
-merged neighbours: a text of one subject in three paragraphs loses both paragraph cuts, one of two
-subjects keeps the cut between them.
+:func:`~headseg.segmenter.gate.gate` (its own module) removes the boundaries whose evidence is below
+``min_evidence`` (or whose confidence is below ``min_confidence``), the weakest first, and tests its
+neighbours again beside their new, merged neighbours: a text of one subject in three paragraphs loses
+both paragraph cuts, one of two subjects keeps the cut between them.
 
 Cost: the units are projected once onto ``dims`` fixed random directions (the test is exact in that
 space: the observed saving and its null are both measured there); one test is O(draws · n · dims)
@@ -43,11 +43,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import heapq
 import math
 import threading
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -349,94 +348,6 @@ def confidence(parts: Parts, params: EvidenceParams | None = None) -> float:
     return round(min(max(v, CONFIDENCE_RANGE[0]), CONFIDENCE_RANGE[1]), 3)
 
 
-def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evidence: float,
-         min_confidence: float = 0.0, params: EvidenceParams | None = None,
-         fits: Callable[[int, int], bool] | None = None, own: bool = False,
-         came: Directions | None = None) -> tuple[list[int], list[float]]:
-    """The boundaries ``cuts`` of unit vectors ``x [U, D]`` whose evidence and confidence are enough.
-
-    A boundary is weak when its evidence ``z`` is below ``min_evidence`` or its confidence below
-    ``min_confidence``; the weakest (by its larger shortfall) is removed first and its two
-    neighbours tested again beside their new neighbours, until no weak boundary is left.
-    ``weights [U]``: the units' weights in the scatter (None: equal); ``fits(a, b)``: whether units
-    ``a..b−1`` may be one segment (the hard size limits; None: always) — a boundary whose removal
-    would break them stays, however weak; ``own``: ``x`` is the caller's to change (:func:`project`).
-    Returns the kept boundaries and each one's confidence beside its final neighbours.  Cost: one
-    test per boundary and two per removal (:func:`boundary_z`).
-
-    First it asks whether the text has topics at all (:func:`any_evidence`); where none of the
-    boundaries reaches ``min_evidence`` in its wide context, all are removed (where the limits allow).
-    """
-    params = params or EvidenceParams()
-    cuts = [int(c) for c in cuts]
-    n = len(x)
-    if any(not 0 < c < n for c in cuts) or any(p >= q for p, q in zip(cuts, cuts[1:])):
-        raise HeadsegError(f"boundaries must be increasing unit indices inside 1..{n - 1}")
-    if not cuts:
-        return [], []
-    t = evidence_input(x, weights, params, own, came)
-    # a text without evidence against its whole: every boundary goes (where the limits allow)
-    whole = min_evidence == -math.inf or any_evidence(t, cuts, min_evidence, params)
-    edges = [0, *cuts, n]
-    prev = list(range(-1, len(edges) - 1))
-    nxt = list(range(1, len(edges) + 1))
-    alive = [True] * len(edges)
-    sure = [1.0] * len(edges)
-    version = [0] * len(edges)
-
-    def test(i: int) -> float:
-        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
-        weak), in units of ``z`` for the evidence and of confidence for the floor."""
-        parts = boundary_parts(t, edges[prev[i]], edges[i], edges[nxt[i]], params)
-        z = evidence_of(parts, params)
-        sure[i] = confidence(parts, params)
-        margin = min(z - min_evidence, sure[i] - min_confidence)
-        return margin if whole else min(margin, 0.0) - 1e6
-
-    heap = []
-    for i in range(1, len(edges) - 1):
-        heapq.heappush(heap, (test(i), i, 0))
-    while heap:
-        margin, i, v = heapq.heappop(heap)
-        if not alive[i] or v != version[i]:
-            continue  # removed, or tested again since
-        if margin >= 0:
-            break  # the weakest boundary left is strong enough: so are all the others
-        if fits is not None and not fits(edges[prev[i]], edges[nxt[i]]):
-            continue  # the hard limits need it: it stays
-        alive[i] = False
-        p, q = prev[i], nxt[i]
-        nxt[p], prev[q] = q, p
-        for j in (p, q):
-            if 0 < j < len(edges) - 1 and alive[j]:
-                version[j] += 1
-                heapq.heappush(heap, (test(j), j, version[j]))
-    kept = [i for i in range(1, len(edges) - 1) if alive[i]]
-    return [edges[i] for i in kept], [float(sure[i]) for i in kept]
-
-
-def any_evidence(t: EvidenceInput, cuts: Sequence[int], min_evidence: float, params: EvidenceParams) -> bool:
-    """Whether any of ``cuts`` reaches ``min_evidence`` in a wide context: between the boundaries two
-    away on each side (the text's ends where there are none), its units within ``params.reach``.
-
-    A text of one subject whose paragraph cuts each stand out beside the next paragraph (three units
-    against three) shows no evidence against the paragraphs around them; a text of several topics
-    does, or one of its boundaries is sure (``params.sure``) beside its own neighbours, as where the
-    topics come back (A B A C B C: each wide context holds one topic on both sides).
-    Cost: one test per boundary, stopping at the first that reaches it.
-    """
-    edges, last = [0, *cuts, len(t.y)], len(cuts) + 1
-    return any(boundary_evidence(t, edges[max(i - 2, 0)], edges[i], edges[min(i + 2, last)], params)[0] >= min_evidence
-               or boundary_evidence(t, edges[i - 1], edges[i], edges[i + 1], params)[0] >= max(params.sure, min_evidence)
-               for i in range(1, last))
-
-
-def confidences(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int],
-                params: EvidenceParams | None = None, came: Directions | None = None) -> list[float]:
-    """The confidence of each boundary of ``cuts`` beside its neighbours (none removed; ``came``: as :func:`gate`)."""
-    return gate(x, weights, cuts, -math.inf, 0.0, params, came=came)[1]
-
-
-__all__ = ("CONFIDENCE_RANGE", "Directions", "EvidenceInput", "EvidenceParams", "Parts", "SCALE_FREE", "any_evidence",
-           "boundary_evidence", "boundary_parts", "boundary_z", "confidence", "confidences", "directions",
-           "evidence_for", "evidence_input", "evidence_of", "gate", "likeness", "project")
+__all__ = ("CONFIDENCE_RANGE", "Directions", "EvidenceInput", "EvidenceParams", "Parts", "SCALE_FREE",
+           "boundary_evidence", "boundary_parts", "boundary_z", "confidence", "directions", "evidence_for",
+           "evidence_input", "evidence_of", "likeness", "project")

@@ -6,14 +6,14 @@ benchmarks that tune it on cached unit vectors (:func:`topic_cuts`)::
     unit vectors x [U, D] ─ line groups and headings (lines.py) ─ centred (prepare_vectors)
         ─ per-item weights min(1, T / weight_tokens) ─ segment cost under the hard size limits
         ─ exactly k segments (partition_k, partition_k_long) or the penalised optimum (partition_penalised)
-        ─ a token counter's exact check (repair_cuts) ─ boundary strengths
+        ─ a token counter's exact check (repair_cuts) ─ the evidence's gate, then the headings (gate.py)
+        ─ boundary strengths
 
-The penalty of a segment starting at unit ``i`` is ``σ²(i) · max(1 + penalty ·
-R(i), floor)``: ``σ²`` is the local noise (half the mean squared distance
-between adjacent unit vectors) and ``R`` the local correlation length of the
-unit vectors, both measured within ``TopicParams.window`` units of ``i``, so
-nothing grows with the document's length and topics that come back are still
-cut.  A segment shorter than ``short_tokens`` pays a surcharge.
+The penalty of a segment starting at unit ``i`` is ``σ²(i) · max(1 + penalty · R(i), floor)``: ``σ²`` is
+the local noise (half the mean squared distance between adjacent unit vectors) and ``R`` the local
+correlation length of the unit vectors, both measured within ``TopicParams.window`` units of ``i``, so
+nothing grows with the document's length and topics that come back are still cut.  A segment shorter
+than ``short_tokens`` pays a surcharge.
 
 Cost: :func:`local_statistics` is O(U · L · D) with prefix sums (``L`` =
 ``max_lag``); the search is O(U · max_units · D) (``segmenter/search.py``).
@@ -34,7 +34,8 @@ from .blocks import heading_mask, structure_prior, units_bound
 from .cuts import CutPrior, nested_prior, passable
 from .document import Document
 from .apart import keep_apart
-from .evidence import EvidenceParams, confidences, directions, gate
+from .evidence import EvidenceParams, directions
+from .gate import confidences, gate
 from .limits import SizeLimits, repair_cuts
 from .penalty import StatisticsMemo, boundary_penalty, local_statistics, moving_average, spread  # noqa: F401 (read here)
 from .lines import DISCOUNT_HEADING_TOKENS, cut_discounts, group_units, line_groups, open_groups_at, paragraph_bonus
@@ -116,9 +117,8 @@ class TopicParams:
     paragraph_surcharge: float = 0.5
     #: ``β`` (and the priors and surcharges, fractions of it) times this: a tree's coarser levels (tree.py)
     scale: float = 1.0
-    #: a boundary is kept only when its evidence (:mod:`~headseg.segmenter.evidence`: its saving over the best
-    #: cut of its units shuffled, in standard deviations) reaches this, and its calibrated confidence
-    #: ``min_confidence``: priors decide *where*, evidence *whether* (-inf, 0: every boundary found)
+    #: a boundary is kept only when its evidence (:mod:`~headseg.segmenter.evidence`) reaches this and its
+    #: confidence ``min_confidence``: priors decide *where*, evidence *whether* (-inf, 0: every one found)
     min_evidence: float = 0.75
     min_confidence: float = 0.0
     #: the test behind each boundary's confidence (:class:`~headseg.segmenter.evidence.EvidenceParams`)
@@ -298,10 +298,10 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     open and what opening one saves), None for none.  ``allowed``: the only units after the first where
     a segment may open (a segment tree's finer level; None: any).  ``memo``: the local statistics of
     an earlier search over the same vectors (:class:`~headseg.segmenter.penalty.StatisticsMemo`).
-    The boundaries of the penalised search whose evidence is below ``params.min_evidence`` or whose
-    confidence is below ``min_confidence`` (None: ``params.min_confidence``) are removed, the weakest
-    first, unless the merged segment would break the hard limits (:func:`~headseg.segmenter.evidence.gate`); with exactly ``segments``, or under a size
-    target (``limits.target_tokens``: the target decides where evidence is weak), none is removed.
+    The search's boundaries whose evidence is below ``params.min_evidence`` or confidence below ``min_confidence``
+    (None: ``params.min_confidence``) are removed, the weakest first, unless the merged segment would break the
+    hard limits, and the kept ones move to ``cut_prior``'s headings where they pass there (:mod:`~headseg.segmenter.gate`);
+    with exactly ``segments``, or under a size target (``limits.target_tokens``: the target decides), none is removed.
     """
     params = params or TopicParams()
     n = len(x)
@@ -353,7 +353,8 @@ def topic_search(x: np.ndarray, params: TopicParams | None = None, segments: int
     if segments is None and (limits is None or limits.target_tokens is None):
         floor = params.min_confidence if min_confidence is None else min_confidence
         cuts, sure = gate(x if raw is None else raw, weights, cuts, params.min_evidence, floor, params.evidence, None
-                          if limits is None else limits.span_fits, raw is None and (params.center or first is not None), came)
+                          if limits is None else limits.span_fits, raw is None and (params.center or first is not None), came,
+                          anchors=None if cut_prior is None else cut_prior.anchors())
     else:
         sure = confidences(x if raw is None else raw, weights, cuts, params.evidence, came)
     scores = boundary_strength(cost, cuts)
@@ -436,12 +437,11 @@ def topic_cuts(x: np.ndarray, params: TopicParams | None = None, segments: int |
                penalty: float | None = None, unit_tokens=None, lines=None, headings=None) -> list[int]:
     """Topic boundaries (unit indices) of raw unit vectors ``x [n, D]``, without size limits.
 
-    :func:`topic_boundaries`, the search :meth:`Segmenter.segment` runs, for
-    vectors computed elsewhere (cached for a sweep, say); ``unit_tokens [n]`` gives the unit weights and the
-    short-segment surcharge, ``lines [n]`` the line each unit starts on (for the line groups; without it, or
-    without tokens, no groups), ``headings [n]`` which units are headings
-    (:func:`~headseg.segmenter.lines.heading_units`; the search cannot then cut between a heading and the
-    unit after it)."""
+    :func:`topic_boundaries`, the search :meth:`Segmenter.segment` runs, for vectors computed elsewhere (cached
+    for a sweep, say); ``unit_tokens [n]`` gives the unit weights and the short-segment surcharge, ``lines [n]``
+    the line each unit starts on (for the line groups; without it, or without tokens, no groups), ``headings [n]``
+    which units are headings (:func:`~headseg.segmenter.lines.heading_units`; the search cannot then cut
+    between a heading and the unit after it)."""
     same_line = None
     if unit_tokens is not None and (lines is not None or headings is not None):
         lines = np.arange(len(x)) if lines is None else np.asarray(lines)

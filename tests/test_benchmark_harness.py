@@ -95,3 +95,24 @@ def test_the_keep_apart_pairing_counts_questions_and_tests_their_signs():
     assert lo <= mean <= hi and lo < hi
     assert p == sign_test(3, 2) == 1.0
     assert paired(a, b) == (up, down, mean, lo, hi, p)  # seeded: the same interval each run
+
+
+def test_the_structure_benchmark_counts_a_heading_passed_over_once():
+    from benchmarks.structure import measure
+    from headseg.segmenter.structure import read_markdown
+
+    text = ("# Title\n\nIntro line.\n\n## Questions\n\nAsk on the forum.\n\n## Bugs\n\nReport them in the tracker.\n\n"
+            "Include your version.\n\nAnd the error message.\n\n## Contributing\n\nRead the guide.\n")
+    st = read_markdown(text)
+    at = {name: text.index(name) for name in ("## Questions", "## Bugs", "Include", "And the", "## Contributing")}
+    count = len  # every block fits
+    # chunks at every heading: none passed over
+    starts = [0, at["## Questions"], at["## Bugs"], at["## Contributing"]]
+    assert measure(text, starts, st, count, None)[3:5] == (4, 4) and measure(text, starts, st, count, None)[6] == 0
+    # "## Bugs" goes with the chunk before and its section is cut twice further down: one heading passed over
+    starts = [0, at["## Questions"], at["Include"], at["And the"], at["## Contributing"]]
+    out = measure(text, starts, st, count, None)
+    assert out[3] == 3 and out[6] == 1
+    # a cut at the blank line before a heading opens it; a section cut below a heading that opens is not counted
+    starts = [0, at["## Bugs"] - 1, at["Include"]]
+    assert measure(text, starts, st, count, None)[6] == 0

@@ -12,8 +12,9 @@ import pytest
 
 from headseg.analysis.errors import HeadsegError
 from headseg.segmenter.evidence import (CONFIDENCE_RANGE, SCALE_FREE, EvidenceParams, Parts, boundary_evidence,
-                                       boundary_parts, boundary_z, confidence, confidences, directions,
-                                       evidence_input, gate, likeness, project)
+                                       boundary_parts, boundary_z, confidence, directions, evidence_input,
+                                       evidence_of, likeness, project)
+from headseg.segmenter.gate import confidences, gate, to_anchors
 from headseg.segmenter.search import SegmentCost
 from headseg.segmenter.topics import TopicParams
 
@@ -159,6 +160,59 @@ def test_the_confidence_reads_the_parts_the_evidence_sums():
                                                                                              - parts.likeness)), 16)
     # the gate's confidence is the calibration of those parts
     assert gate(x, None, [8], -math.inf, params=p)[1] == [pytest.approx(confidence(parts, p))]
+
+
+def test_a_kept_boundary_moves_to_the_heading_that_opens_its_section():
+    # the subject changes at unit 12, where a heading opens a section; the search cut two units further
+    # down (after the section's first lines): the evidence keeps a boundary, the heading says where
+    x = blocks([12, 14], seed=11)
+    p = EvidenceParams()
+    assert gate(x, None, [14], 1.0, params=p)[0] == [14]
+    kept, sure = gate(x, None, [14], 1.0, params=p, anchors=[12, 20])
+    assert kept == [12]
+    # its confidence is that of the boundary where it now is, recomputed
+    assert sure == [confidence(boundary_parts(evidence_input(x, None, p), 0, 12, 26, p), p)]
+    # without a gate (min_evidence -inf) the search's places stand
+    assert gate(x, None, [14], -math.inf, params=p, anchors=[12, 20])[0] == [14]
+
+
+def test_a_boundary_at_a_heading_stays_and_a_heading_without_evidence_is_not_taken():
+    x = blocks([12, 14], seed=11)
+    p = EvidenceParams()
+    t = evidence_input(x, None, p)
+    assert to_anchors(t, [12], [3, 12, 20], 1.0, 0.0, p) == [12]
+    # the nearest heading after the cut opens a section two units from the end: no evidence there
+    assert evidence_of(boundary_parts(t, 0, 24, 26, p), p) < 1.0
+    assert to_anchors(t, [10], [24], 1.0, 0.0, p) == [10]
+    # nor where the limits forbid either segment, or outside the boundary's neighbours
+    assert to_anchors(t, [14], [12], 1.0, 0.0, p, fits=lambda a, b: b - a <= 13) == [14]
+    assert to_anchors(t, [5, 14], [4], 1.0, 0.0, p) == [5, 14]
+
+
+def test_each_boundary_moves_between_its_neighbours_as_moved():
+    x = blocks([10, 10, 10], seed=12)
+    p = EvidenceParams()
+    t = evidence_input(x, None, p)
+    moved = to_anchors(t, [12, 21], [10, 20], 1.0, 0.0, p)
+    assert moved == [10, 20]
+    # of two headings equally near, the stronger boundary wins
+    for cut, heads in ((11, [10, 12]), (19, [18, 20])):
+        e = {h: evidence_of(boundary_parts(t, 0, h, 30, p), p) for h in heads}
+        assert to_anchors(t, [cut], heads, 1.0, 0.0, p) == [max(heads, key=e.get)]
+
+
+def test_the_search_moves_its_cut_to_a_heading_the_prior_names():
+    from headseg.segmenter.cuts import CutPrior
+    from headseg.segmenter.topics import topic_boundaries
+
+    x = blocks([12, 14], seed=11)
+    level = np.zeros(26, dtype=np.int64)
+    plain = CutPrior(np.ones(26, dtype=bool), np.zeros(26), level)
+    cuts, _ = topic_boundaries(x, TopicParams(), cut_prior=plain)
+    assert cuts == [12]
+    # a heading two units below the subject's change: the boundary opens at the heading
+    level[14] = 2
+    assert topic_boundaries(x, TopicParams(), cut_prior=CutPrior(np.ones(26, dtype=bool), np.zeros(26), level))[0] == [14]
 
 
 def test_bad_boundaries_and_knobs_are_refused():
