@@ -117,7 +117,6 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
     heads = sorted(structure.headings, key=lambda b: b.start)
     ends = {b.start + len(text[b.start:b.end].rstrip()): b for b in heads}
     chunk_starts = set(starts)
-    opened = 0
     opens = []  # per heading: whether a chunk opens at it
     at_heading = set()  # the cuts that open a heading's chunk
     for h in heads:
@@ -134,7 +133,6 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
         hit = [c for c in range(lo, content_start(text, h.start, h.end) + 1) if c in chunk_starts]
         opens.append(bool(hit))
         at_heading.update(hit)
-        opened += bool(hit)
     # a heading that opens no chunk while its section is cut further down: the heading went with the
     # chunk before, and the section was cut, but not where it begins (passed over for a cut beside it)
     head_starts = [h.start for h in heads]
@@ -143,7 +141,7 @@ def measure(text: str, starts: list[int], structure, count, budget: int | None) 
         i = bisect.bisect_right(head_starts, c) - 1
         if c not in at_heading and i >= 0 and not opens[i]:
             passed_over.add(i)
-    return cut_blocks, len(blocks), inside, opened, len(heads), soft, len(passed_over)
+    return cut_blocks, len(blocks), inside, sum(opens), len(heads), soft, len(passed_over)
 
 
 def headseg_chunker(segmenter):

@@ -67,6 +67,15 @@ def gate(x: np.ndarray, weights: np.ndarray | None, cuts: Sequence[int], min_evi
     return kept, sure
 
 
+def _test(t: EvidenceInput, a: int, m: int, b: int, min_evidence: float, min_confidence: float,
+          params: EvidenceParams) -> tuple[float, float, float]:
+    """The boundary at ``m`` between ``a`` and ``b`` against the gate's two floors: its shortfall (negative:
+    weak; in units of ``z`` for the evidence, of confidence for its floor), its evidence, its confidence."""
+    parts = boundary_parts(t, a, m, b, params)
+    z, sure = evidence_of(parts, params), confidence(parts, params)
+    return min(z - min_evidence, sure - min_confidence), z, sure
+
+
 def _weed(t: EvidenceInput, cuts: list[int], whole: bool, min_evidence: float, min_confidence: float,
           params: EvidenceParams, fits: Callable[[int, int], bool] | None) -> tuple[list[int], list[float]]:
     """:func:`gate`'s removal of weak boundaries, the weakest first (``whole`` False: every one is weak)."""
@@ -78,12 +87,8 @@ def _weed(t: EvidenceInput, cuts: list[int], whole: bool, min_evidence: float, m
     version = [0] * len(edges)
 
     def test(i: int) -> float:
-        """Test boundary ``i`` beside its neighbours: keep its confidence, return its shortfall (negative:
-        weak), in units of ``z`` for the evidence and of confidence for the floor."""
-        parts = boundary_parts(t, edges[prev[i]], edges[i], edges[nxt[i]], params)
-        z = evidence_of(parts, params)
-        sure[i] = confidence(parts, params)
-        margin = min(z - min_evidence, sure[i] - min_confidence)
+        """Test boundary ``i`` beside its neighbours (:func:`_test`): keep its confidence, return its shortfall."""
+        margin, _, sure[i] = _test(t, edges[prev[i]], edges[i], edges[nxt[i]], min_evidence, min_confidence, params)
         return margin if whole else min(margin, 0.0) - 1e6
 
     heap = []
@@ -134,9 +139,8 @@ def to_anchors(t: EvidenceInput, cuts: Sequence[int], anchors: Sequence[int], mi
         for h in (int(marks[j - 1]) if j else -1, int(marks[j]) if j < len(marks) else n):
             if not a < h < b or (fits is not None and not (fits(a, h) and fits(h, b))):
                 continue
-            parts = boundary_parts(t, a, h, b, params)
-            z = evidence_of(parts, params)
-            if z < min_evidence or confidence(parts, params) < min_confidence:
+            margin, z, _ = _test(t, a, h, b, min_evidence, min_confidence, params)
+            if margin < 0:
                 continue
             key = (abs(h - m), -z)
             if best is None or key < best[0]:
